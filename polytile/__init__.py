@@ -1,0 +1,2 @@
+"""polytile: a polyhedral loop optimizer toolkit."""
+__version__ = "0.1.0"
