@@ -1,0 +1,39 @@
+"""Runtime: compile generated C to a shared library, cache it on disk, load it.
+
+Calling convention (the code generator emits exactly this)::
+
+    int <entry>(void *a0, void *a1, ..., void *aN);
+
+one ``void *`` per array, in the order inputs, then outputs, then
+temporaries; each points at the first element of a C-contiguous buffer whose
+element type and shape the kernel knows statically (scalars are passed as
+0-d arrays).  The function returns 0 on success; any other value is an error
+code that :class:`KernelFunction` turns into a :class:`PolytileError`.
+
+Typical use::
+
+    >>> from polytile import runtime                                      # doctest: +SKIP
+    >>> so = runtime.build(c_source, name_hint="matmul")                  # doctest: +SKIP
+    >>> runtime.load(so).function("matmul", 3)(A, B, C)                   # doctest: +SKIP
+
+The cache layout and its concurrency guarantees are described in
+:mod:`polytile.runtime.cache`; ``runtime.stats`` counts compiles and cache
+hits in this process.
+"""
+from polytile.runtime.cache import DEFAULT_CUDA_FLAGS, Stats, build, cache_key, sanitize_name, stats
+from polytile.runtime.compiler import compiler_version, resolve_compiler
+from polytile.runtime.loader import KernelFunction, Library, load
+
+__all__ = [
+    "DEFAULT_CUDA_FLAGS",
+    "KernelFunction",
+    "Library",
+    "Stats",
+    "build",
+    "cache_key",
+    "compiler_version",
+    "load",
+    "resolve_compiler",
+    "sanitize_name",
+    "stats",
+]
