@@ -279,14 +279,41 @@ _PREC = {"?": 1, "==": 2, "!=": 2, "<": 3, ">": 3, "<=": 3, ">=": 3, "+": 4, "-"
 _UNARY_PREC = 6
 
 
+# Words the lexer reads as keywords; a lowercase-class name spelled like one
+# needs the ``$`` sigil to stay a name.
+_KEYWORDS = frozenset({"function", "default", "no_defract"})
+
+
 def upper_name(name: str) -> str:
-    """A tensor/dimension name as Tile text (``#`` forces the uppercase class)."""
-    return name if name[:1].isupper() else "#" + name
+    """A tensor/dimension name as Tile text (``#`` forces the uppercase class).
+
+    >>> upper_name("A"), upper_name("out")
+    ('A', '#out')
+    """
+    # Only ASCII A-Z starts an uppercase-class name in the lexer.
+    return name if "A" <= name[:1] <= "Z" else "#" + name
 
 
 def lower_name(name: str) -> str:
-    """An index/function name as Tile text (``$`` forces the lowercase class)."""
-    return "$" + name if name[:1].isupper() else name
+    """An index/function name as Tile text (``$`` forces the lowercase class).
+
+    >>> lower_name("i"), lower_name("K"), lower_name("default")
+    ('i', '$K', '$default')
+    """
+    if "A" <= name[:1] <= "Z" or name in _KEYWORDS:
+        return "$" + name
+    return name
+
+
+def _format_float(value: float) -> str:
+    # repr round-trips exactly; infinities have no Tile spelling of their own,
+    # but 1e999 overflows to inf when read back.
+    v = float(value)
+    if v == float("inf"):
+        return "1e999"
+    if v == float("-inf"):
+        return "-1e999"
+    return repr(v)
 
 
 def _prec(e: Expr) -> int:
@@ -296,24 +323,38 @@ def _prec(e: Expr) -> int:
         return _PREC["?"]
     if isinstance(e, Unary):
         return _UNARY_PREC
-    if isinstance(e, (Int, Float)) and e.value < 0:
+    if isinstance(e, (Int, Float)) and _format_expr_literal(e).startswith("-"):
+        # A negative literal prints as '-3', which reads back as the folded
+        # literal only where a unary minus may stand.
         return _UNARY_PREC
     return 99
 
 
+def _format_expr_literal(e: Union[Int, Float]) -> str:
+    return str(e.value) if isinstance(e, Int) else _format_float(e.value)
+
+
 def format_expr(e: Expr) -> str:
-    """Render an expression with the fewest parentheses C precedence allows."""
-    if isinstance(e, Int):
-        return str(e.value)
-    if isinstance(e, Float):
-        return repr(float(e.value))
+    """Render an expression with the fewest parentheses C precedence allows.
+
+    The text reads back to an equal tree: left-associative operators get
+    parentheses on the right only, ``Unary('-', Int(3))`` prints as ``-(3)``
+    because ``-3`` is the literal ``Int(-3)``.
+
+    >>> format_expr(Binary("*", Binary("+", Index("i"), Int(1)), Int(-2)))
+    '(i + 1) * -2'
+    """
+    if isinstance(e, (Int, Float)):
+        return _format_expr_literal(e)
     if isinstance(e, Index):
         return lower_name(e.name)
     if isinstance(e, Ref):
         return upper_name(e.name)
     if isinstance(e, Unary):
         inner = format_expr(e.operand)
-        if _prec(e.operand) < _UNARY_PREC or inner.startswith("-"):
+        # Parenthesise a literal operand too: '-3' would read back as the
+        # folded literal Int(-3), not Unary('-', Int(3)).
+        if _prec(e.operand) < _UNARY_PREC or inner.startswith("-") or isinstance(e.operand, (Int, Float)):
             inner = f"({inner})"
         return f"{e.op}{inner}"
     if isinstance(e, Binary):
@@ -341,6 +382,11 @@ def format_expr(e: Expr) -> str:
 
 
 def format_access(a: Access) -> str:
+    """``A[i, k + 1]``.
+
+    >>> format_access(Access("A", (Index("i"), Index("k"))))
+    'A[i, k]'
+    """
     return f"{upper_name(a.tensor)}[{', '.join(format_expr(i) for i in a.indices)}]"
 
 
@@ -353,7 +399,11 @@ def _format_attrs(attrs: Tuple[Attr, ...]) -> str:
 
 
 def format_stmt(s: Stmt) -> str:
-    """Render one statement without the trailing ``;``."""
+    """Render one statement without the trailing ``;``.
+
+    >>> format_stmt(DimDef("HO", Binary("/", Ref("H"), Int(2))))
+    'HO = H / 2'
+    """
     attrs = _format_attrs(s.attrs)
     if isinstance(s, Contraction):
         idx = ", ".join(format_expr(i) for i in s.indices)
@@ -378,12 +428,24 @@ def format_stmt(s: Stmt) -> str:
 
 
 def format_input(i: Input) -> str:
+    """A header input: ``A``, ``A[]`` or ``A[M, 3]``.
+
+    >>> format_input(Input("A", ("M", 3))), format_input(Input("S", ()))
+    ('A[M, 3]', 'S[]')
+    """
     if i.dims is None:
         return upper_name(i.name)
     return f"{upper_name(i.name)}[{', '.join(str(d) if isinstance(d, int) else upper_name(d) for d in i.dims)}]"
 
 
 def format_program(p: Program) -> str:
+    """The whole function as Tile text, one statement a line (``str(p)`` calls this).
+
+    >>> print(format_program(Program((Input("X", None),), ("Y",), (Assign("Y", Ref("X")),))))
+    function (X) -> (Y) {
+      Y = X;
+    }
+    """
     head = f"function ({', '.join(format_input(i) for i in p.inputs)}) -> ({', '.join(upper_name(o) for o in p.outputs)}) {{"
     lines = [head] + [f"  {format_stmt(s)};" for s in p.body] + ["}"]
     return "\n".join(lines)
