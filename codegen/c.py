@@ -1,0 +1,311 @@
+"""OpenMP C backend: isl AST of a schedule tree -> C text (via cgen).
+
+The generated unit is one function per kernel following the runtime's calling
+convention (``int entry(void *a0, void *a1, ...)``: inputs, outputs,
+temporaries; returns 0).  Arrays are re-typed as pointers to fixed-size
+arrays, so accesses read like the source: ``C[i][j] += A[i][k] * B[k][j]``.
+
+Schedule-tree marks drive the loop decorations:
+
+* ``parallel`` above a band -> ``#pragma omp parallel for schedule(static)``
+
+A statement instance ``S0(c0, c1, c2)`` of the AST becomes a block binding
+the statement's iterators to the AST expressions, then the body::
+
+    { const long i = c0; const long j = c1; const long k = c2;
+      C[i][j] += A[i][k] * B[k][j]; }
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+import cgen
+import islpy as isl
+import numpy as np
+
+from polytile.errors import InternalError
+from polytile.poly import body as B
+from polytile.poly.scop import Array, Scop, Statement
+from polytile.schedule.parallel import PARALLEL
+
+CTYPE = {
+    "float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
+    "int64": "int64_t", "bool": "_Bool", "uint8": "uint8_t",
+}
+_FLOAT = ("float32", "float64")
+
+PRELUDE = r"""#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* isl AST helpers: floord(n, d) rounds toward -infinity (d > 0). */
+#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
+#define min(a, b) ((a) < (b) ? (a) : (b))
+#define max(a, b) ((a) > (b) ? (a) : (b))
+
+static inline long pt_floordiv(long a, long b) { return floord(a, b); }
+/* numpy semantics: maximum/minimum propagate NaN. */
+static inline float pt_max_float32(float a, float b) { return (a != a || a > b) ? a : b; }
+static inline float pt_min_float32(float a, float b) { return (a != a || a < b) ? a : b; }
+static inline double pt_max_float64(double a, double b) { return (a != a || a > b) ? a : b; }
+static inline double pt_min_float64(double a, double b) { return (a != a || a < b) ? a : b; }
+static inline int32_t pt_max_int32(int32_t a, int32_t b) { return a > b ? a : b; }
+static inline int32_t pt_min_int32(int32_t a, int32_t b) { return a < b ? a : b; }
+static inline int64_t pt_max_int64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t pt_min_int64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int8_t pt_max_int8(int8_t a, int8_t b) { return a > b ? a : b; }
+static inline int8_t pt_min_int8(int8_t a, int8_t b) { return a < b ? a : b; }
+static inline int16_t pt_max_int16(int16_t a, int16_t b) { return a > b ? a : b; }
+static inline int16_t pt_min_int16(int16_t a, int16_t b) { return a < b ? a : b; }
+static inline _Bool pt_max_bool(_Bool a, _Bool b) { return a || b; }
+static inline _Bool pt_min_bool(_Bool a, _Bool b) { return a && b; }
+/* numpy integer power (non-negative exponents; negative ones give 0 like C truncation). */
+static inline int64_t pt_ipow(int64_t b, int64_t e) {
+  int64_t r = 1;
+  if (e < 0) return (b == 1) ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
+  while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
+  return r;
+}
+"""
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """Generated source plus what the runtime needs to call it."""
+
+    entry: str
+    text: str
+    params: Tuple[Array, ...]  # in call order: inputs, outputs, temporaries
+    lang: str = "c"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def ctype(dtype: str) -> str:
+    try:
+        return CTYPE[dtype]
+    except KeyError:
+        raise InternalError(f"no C type for dtype {dtype}") from None
+
+
+# ---------------------------------------------------------------------------
+# Statement bodies
+# ---------------------------------------------------------------------------
+
+
+def c_const(value, dtype: str) -> str:
+    """A C literal of ``dtype`` with the exact value numpy would hold."""
+    if dtype == "bool":
+        return "1" if value else "0"
+    if dtype in _FLOAT:
+        v = float(value)
+        if math.isnan(v):
+            text = "NAN"
+        elif math.isinf(v):
+            text = "INFINITY" if v > 0 else "-INFINITY"
+        else:
+            text = repr(v)
+        return f"(({ctype(dtype)}){text})"
+    v = int(value)
+    if v == -(2 ** 63):
+        return "INT64_MIN"
+    return str(v) if -(2 ** 31) < v < 2 ** 31 else f"{v}LL"
+
+
+class BodyPrinter:
+    """Renders :mod:`polytile.poly.body` nodes as C expressions."""
+
+    def __init__(self, arrays: Dict[str, Array]):
+        self.arrays = arrays
+
+    def access(self, array: str, index) -> str:
+        if not index:
+            return f"{array}[0]"
+        return array + "".join(f"[{self.expr(i)}]" for i in index)
+
+    def as_type(self, n: B.Node, dtype: str) -> str:
+        text = self.expr(n)
+        if n.dtype == dtype:
+            return text
+        return f"(({ctype(dtype)})({text}))"
+
+    def expr(self, n: B.Node) -> str:
+        if isinstance(n, B.Iter):
+            return n.name
+        if isinstance(n, B.Const):
+            return c_const(n.value, n.dtype)
+        if isinstance(n, B.Load):
+            return self.access(n.array, n.index)
+        if isinstance(n, B.Neg):
+            return f"(-{self.as_type(n.operand, n.dtype)})"
+        if isinstance(n, B.Cast):
+            return self.as_type(n.operand, n.dtype)
+        if isinstance(n, B.Bin):
+            if n.op == "//":
+                return f"pt_floordiv({self.expr(n.a)}, {self.expr(n.b)})"
+            return f"({self.as_type(n.a, n.dtype)} {n.op} {self.as_type(n.b, n.dtype)})"
+        if isinstance(n, B.Cmp):
+            return f"({self.as_type(n.a, n.operand_dtype)} {n.op} {self.as_type(n.b, n.operand_dtype)})"
+        if isinstance(n, B.Select):
+            return f"({self.as_type(n.cond, 'bool')} ? {self.as_type(n.then, n.dtype)} : {self.as_type(n.else_, n.dtype)})"
+        if isinstance(n, B.Call):
+            return self.call(n)
+        raise InternalError(f"cannot print body node {n!r}")
+
+    def call(self, n: B.Call) -> str:
+        d = n.dtype
+        f = n.func
+        isf = d in _FLOAT
+        suffix = "f" if d == "float32" else ""
+        args = [self.as_type(a, d) for a in n.args]
+        one = c_const(1, d)
+        if f in ("exp", "log", "sqrt", "tanh", "sin", "cos", "tan", "floor", "ceil"):
+            if not isf:  # numpy keeps integers for floor/ceil
+                return args[0]
+            return f"{f}{suffix}({args[0]})"
+        if f == "round":
+            # np.round rounds half to even, which is rint under the default rounding mode.
+            return f"rint{suffix}({args[0]})" if isf else args[0]
+        if f == "abs":
+            if isf:
+                return f"fabs{suffix}({args[0]})"
+            x = args[0]
+            return f"(({x}) < 0 ? -({x}) : ({x}))"
+        if f == "pow":
+            if isf:
+                return f"pow{suffix}({args[0]}, {args[1]})"
+            return f"(({ctype(d)})pt_ipow({args[0]}, {args[1]}))"
+        if f == "sigmoid":
+            return f"({one} / ({one} + exp{suffix}(-{args[0]})))"
+        if f == "recip":
+            return f"({one} / {args[0]})"
+        if f in ("max", "min"):
+            return f"pt_{f}_{d}({args[0]}, {args[1]})"
+        if f == "relu":
+            return f"pt_max_{d}({args[0]}, {c_const(0, d)})"
+        raise InternalError(f"no C rendering of builtin {f}() for {d}")
+
+    def store(self, s: B.Store) -> str:
+        arr = self.arrays[s.array]
+        target = self.access(s.array, s.index)
+        value = self.as_type(s.value, arr.dtype)
+        if s.reduce is None:
+            return f"{target} = {value};"
+        if s.reduce in ("+", "*"):
+            return f"{target} {s.reduce}= {value};"
+        return f"{target} = pt_{s.reduce}_{arr.dtype}({target}, {value});"
+
+
+# ---------------------------------------------------------------------------
+# AST walking
+# ---------------------------------------------------------------------------
+
+
+def _c(expr: isl.AstExpr) -> str:
+    return expr.to_C_str()
+
+
+class AstPrinter:
+    """Walks an isl AST and builds cgen nodes."""
+
+    def __init__(self, scop: Scop):
+        self.stmts: Dict[str, Statement] = scop.statement_map
+        self.body = BodyPrinter({a.name: a for a in scop.arrays})
+        self.parallel_loops = 0
+
+    def node(self, n: isl.AstNode, pragma: Optional[str] = None) -> List:
+        t = n.get_type()
+        if t == isl.ast_node_type.block:
+            out: List = []
+            children = n.block_get_children()
+            for i in range(children.n_ast_node()):
+                out.extend(self.node(children.get_at(i)))
+            return out
+        if t == isl.ast_node_type.mark:
+            name = n.mark_get_id().get_name()
+            inner = n.mark_get_node()
+            if name == PARALLEL:
+                return self.node(inner, pragma="omp parallel for schedule(static)")
+            return self.node(inner)
+        if t == isl.ast_node_type.for_:
+            return self._for(n, pragma)
+        if t == isl.ast_node_type.if_:
+            then = cgen.Block(self.node(n.if_get_then_node()))
+            if n.if_has_else_node():
+                return [cgen.If(_c(n.if_get_cond()), then, cgen.Block(self.node(n.if_get_else_node())))]
+            return [cgen.If(_c(n.if_get_cond()), then)]
+        if t == isl.ast_node_type.user:
+            return [self._user(n.user_get_expr())]
+        raise InternalError(f"unexpected isl AST node type {t}")
+
+    def _for(self, n: isl.AstNode, pragma: Optional[str]) -> List:
+        it = _c(n.for_get_iterator())
+        init = _c(n.for_get_init())
+        body = self.node(n.for_get_body())
+        if n.for_is_degenerate():
+            return [cgen.Block([cgen.Line(f"const long {it} = {init};")] + body)]
+        cond = _c(n.for_get_cond())
+        inc = _c(n.for_get_inc())
+        loop = cgen.For(f"long {it} = {init}", cond, f"{it} += {inc}", cgen.Block(body))
+        if pragma and _canonical(cond, it):
+            self.parallel_loops += 1
+            return [cgen.Pragma(pragma), loop]
+        return [loop]
+
+    def _user(self, call: isl.AstExpr) -> cgen.Generable:
+        name = call.op_get_arg(0).id_get_id().get_name()
+        st = self.stmts[name]
+        binds = [f"const long {v} = {_c(call.op_get_arg(i + 1))};" for i, v in enumerate(st.iters)]
+        stmt = self.body.store(st.body)
+        if binds:
+            return cgen.Line("{ " + " ".join(binds) + " " + stmt + " }")
+        return cgen.Line(stmt)
+
+
+def _canonical(cond: str, it: str) -> bool:
+    """OpenMP wants ``it <op> bound`` with a loop-invariant bound."""
+    m = re.match(rf"^{re.escape(it)} (<=|<) (.*)$", cond)
+    return bool(m) and not re.search(rf"\b{re.escape(it)}\b", m.group(2))
+
+
+def _param_decl(a: Array, k: int) -> str:
+    t = ctype(a.dtype)
+    const = "const " if a.kind == "input" else ""
+    if len(a.shape) <= 1:
+        return f"{const}{t} *restrict {a.name} = ({const}{t} *)a{k};"
+    tail = "".join(f"[{d}]" for d in a.shape[1:])
+    return f"{const}{t} (*restrict {a.name}){tail} = ({const}{t} (*){tail})a{k};"
+
+
+def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Optional[str] = None,
+             header: str = "") -> KernelSource:
+    """C source for ``scop`` executed in the order of ``schedule`` (default: original).
+
+    >>> # src = generate(scop, sched); src.text starts with the prelude and holds
+    >>> # int <entry>(void *a0, ...) { ... #pragma omp parallel for ... return 0; }
+    """
+    sched = schedule if schedule is not None else scop.schedule
+    entry = entry or f"pt_{scop.name}"
+    build = isl.AstBuild.from_context(scop.context)
+    ast = build.node_from_schedule(sched)
+    printer = AstPrinter(scop)
+    body = printer.node(ast)
+
+    order = {"input": 0, "output": 1, "temp": 2}
+    params = tuple(sorted(scop.arrays, key=lambda a: order[a.kind]))
+    decls = [cgen.Line(_param_decl(a, k)) for k, a in enumerate(params)]
+    sig = ", ".join(f"void *restrict a{k}" for k in range(len(params))) or "void"
+    fn = cgen.FunctionBody(
+        cgen.Line(f"int {entry}({sig})"),
+        cgen.Block(decls + body + [cgen.Line("return 0;")]),
+    )
+    comments = [f" * {ln}" for ln in header.splitlines()] if header else []
+    for s in scop.statements:
+        comments.append(f" * {s.name}: {s.text or s.kind}")
+    banner = "/* Generated by polytile.\n" + "\n".join(comments) + "\n */\n"
+    text = banner + PRELUDE + "\n" + str(fn) + "\n"
+    return KernelSource(entry, text, params)

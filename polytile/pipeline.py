@@ -1,0 +1,262 @@
+"""The lowering pipeline, as one readable list of passes, and the Kernel object.
+
+    text --parse--> ir.Program --check--> (per call: shapes, dtypes)
+         --bind--> sema.Bound --lower--> poly.Scop --deps--> Dependences
+         --schedule--> isl schedule tree (+ parallel marks)
+         --codegen--> KernelSource (C) --build--> shared library --load--> ctypes function
+
+Only this module (and the CLI) wires stages together; every stage imports
+only from the stages before it.  ``POLYTILE_DEBUG=1`` prints each stage,
+``=2`` also the Scop/dependences/schedule, ``=3`` also the generated source.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union
+
+import islpy as isl
+import numpy as np
+
+from . import deps as deps_mod
+from . import ir, sema
+from .config import debug_log, get_config
+from .errors import PolytileError, ShapeError
+from .frontends.tile import parse, parse_file
+from .poly.scop import Scop
+from .poly.tile import lower as lower_to_scop
+from .schedule.parallel import mark_outermost_parallel
+from .codegen.c import KernelSource, generate as generate_c
+from . import runtime
+
+TARGETS = ("openmp",)
+
+SourceLike = Union[str, os.PathLike, ir.Program]
+
+
+def load_program(source: SourceLike) -> ir.Program:
+    """A checked Program from Tile text, a path to a ``.tile`` file, or a Program.
+
+    >>> load_program("function (A[N]) -> (B) { B = A * 2; }").outputs
+    ('B',)
+    """
+    if isinstance(source, ir.Program):
+        prog = source
+    elif isinstance(source, os.PathLike) or (isinstance(source, str) and "{" not in source):
+        path = Path(source)
+        if not path.exists():
+            raise PolytileError(f"no such Tile file: {path}")
+        prog = parse_file(str(path))
+    else:
+        prog = parse(source)
+    sema.check(prog)
+    return prog
+
+
+def shapes_from_dims(program: ir.Program, dims: Mapping[str, int],
+                     shapes: Optional[Mapping[str, Sequence[int]]] = None) -> Tuple[Tuple[int, ...], ...]:
+    """Input shapes from dimension sizes (``{"M": 64, ...}``) and explicit shapes for any-rank inputs.
+
+    >>> p = load_program("function (A[M, K], B[K, 3]) -> (C) { C[i, j : M, 3] = +(A[i, k] * B[k, j]); }")
+    >>> shapes_from_dims(p, {"M": 2, "K": 5})
+    ((2, 5), (5, 3))
+    """
+    shapes = dict(shapes or {})
+    out = []
+    for inp in program.inputs:
+        if inp.name in shapes:
+            out.append(tuple(int(s) for s in shapes[inp.name]))
+            continue
+        if inp.dims is None:
+            raise PolytileError(f"input {inp.name} has no declared dimensions: give its shape, e.g. --shape {inp.name}=4x5")
+        row = []
+        for d in inp.dims:
+            if isinstance(d, int):
+                row.append(d)
+            elif d in dims:
+                row.append(int(dims[d]))
+            else:
+                raise PolytileError(f"dimension {d} of input {inp.name} has no size: add {d}=<size> to --dims")
+        out.append(tuple(row))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Compilation options (frozen; part of every cache key)."""
+
+    target: str = "openmp"
+    parallel: bool = True
+    cflags: Optional[Tuple[str, ...]] = None
+    schedule: Any = None  # a user schedule (issue: schedules), or None for the default
+
+    @classmethod
+    def make(cls, target: str = "openmp", **kw) -> "Options":
+        if target not in TARGETS:
+            raise PolytileError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
+        unknown = set(kw) - {"parallel", "cflags", "schedule"}
+        if unknown:
+            raise PolytileError(f"unknown compile option(s): {', '.join(sorted(unknown))}")
+        if kw.get("cflags") is not None:
+            kw["cflags"] = tuple(kw["cflags"])
+        return cls(target=target, **kw)
+
+
+@dataclass(frozen=True, eq=False)
+class Specialization:
+    """Everything produced for one (program, shapes, dtypes, options)."""
+
+    bound: Any
+    scop: Scop
+    deps: deps_mod.Dependences
+    schedule: isl.Schedule
+    source: KernelSource
+    library_path: Optional[Path] = None
+    function: Any = None
+
+
+def _stage(name: str, t0: float, detail=None, level: int = 2) -> None:
+    debug_log(1, "pipeline", f"{name} ({(time.perf_counter() - t0) * 1e3:.1f} ms)")
+    if detail is not None:
+        debug_log(level, name, detail)
+
+
+def default_schedule(scop: Scop, dependences: deps_mod.Dependences, options: Options) -> isl.Schedule:
+    """Program order with the outermost dependence-free loop of each nest marked parallel."""
+    sched = scop.schedule
+    if options.parallel:
+        sched = mark_outermost_parallel(sched, dependences.all(include_reductions=True))
+    return sched
+
+
+def specialize(program: ir.Program, shapes, dtypes, options: Options, *, build: bool = True) -> Specialization:
+    """Run the passes for concrete shapes/dtypes; with ``build``, compile and load too."""
+    t0 = time.perf_counter()
+    bound = sema.bind(program, shapes, dtypes)
+    _stage("bind", t0)
+    t0 = time.perf_counter()
+    scop = lower_to_scop(bound)
+    _stage("lower", t0, scop.describe)
+    t0 = time.perf_counter()
+    dependences = deps_mod.compute(scop)
+    _stage("deps", t0, dependences.describe)
+    t0 = time.perf_counter()
+    sched = default_schedule(scop, dependences, options)
+    _stage("schedule", t0, lambda: str(sched))
+    t0 = time.perf_counter()
+    source = generate_c(scop, sched, header=str(program))
+    _stage("codegen", t0, source.text, level=3)
+    if not build:
+        return Specialization(bound, scop, dependences, sched, source)
+    t0 = time.perf_counter()
+    cfg = get_config()
+    flags = options.cflags if options.cflags is not None else cfg.cflags
+    path = runtime.build(source.text, flags=flags, name_hint=scop.name)
+    fn = runtime.load(path).function(source.entry, len(source.params))
+    _stage("build", t0, str(path), level=1)
+    return Specialization(bound, scop, dependences, sched, source, path, fn)
+
+
+class Kernel:
+    """A compiled Tile program, shape-polymorphic: each new input signature specialises.
+
+    >>> k = compile("function (A[M, K], B[K, N]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[k, j]); }")
+    >>> C = k(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))   # C is 2x4, all 3.0
+    """
+
+    def __init__(self, program: ir.Program, options: Options):
+        self.program = program
+        self.options = options
+        self._cache: Dict[str, Specialization] = {}
+
+    def __repr__(self) -> str:
+        ins = ", ".join(i.name for i in self.program.inputs)
+        outs = ", ".join(self.program.outputs)
+        return f"<polytile.Kernel ({ins}) -> ({outs}) target={self.options.target}>"
+
+    # -- argument handling -------------------------------------------------
+    def _arrays(self, args, named) -> Tuple[np.ndarray, ...]:
+        names = self.program.input_names
+        if named:
+            unknown = [k for k in named if k not in names]
+            if unknown:
+                raise ShapeError(f"unknown input(s) {', '.join(unknown)}; the inputs are {', '.join(names)}")
+            if len(args) + len(named) != len(names):
+                missing = [n for n in names[len(args):] if n not in named]
+                raise ShapeError(f"expected {len(names)} inputs ({', '.join(names)}); missing {', '.join(missing)}")
+            args = tuple(args) + tuple(named[n] for n in names[len(args):])
+        out = []
+        for name, a in zip(names, args):
+            if not isinstance(a, np.ndarray):
+                try:
+                    a = np.asarray(a)
+                except Exception:
+                    raise ShapeError(f"input {name}: expected a numpy array, got {type(a).__name__}") from None
+            out.append(a)
+        if len(args) != len(names):
+            raise ShapeError(f"expected {len(names)} inputs ({', '.join(names)}), got {len(args)}")
+        return tuple(out)
+
+    def specialize(self, *args, **named) -> Specialization:
+        arrays = self._arrays(args, named)
+        return self.specialize_shapes([a.shape for a in arrays], [a.dtype for a in arrays])
+
+    def specialize_shapes(self, shapes, dtypes, *, build: bool = True) -> Specialization:
+        key = (tuple(tuple(s) for s in shapes), tuple(np.dtype(d).name for d in dtypes), build)
+        skey = repr(key)
+        spec = self._cache.get(skey)
+        if spec is None:
+            spec = specialize(self.program, shapes, dtypes, self.options, build=build)
+            self._cache[skey] = spec
+        return spec
+
+    def __call__(self, *args, **named):
+        arrays = self._arrays(args, named)
+        spec = self.specialize_shapes([a.shape for a in arrays], [a.dtype for a in arrays])
+        return run_specialization(spec, arrays)
+
+    def source(self, *args, **named) -> str:
+        """The generated C for these inputs (arrays, or shapes via ``shapes=``/``dtypes=``)."""
+        if "shapes" in named:
+            shapes = named.pop("shapes")
+            dtypes = named.pop("dtypes", None) or ["float32"] * len(shapes)
+            return self.specialize_shapes(shapes, dtypes, build=False).source.text
+        arrays = self._arrays(args, named)
+        return self.specialize_shapes([a.shape for a in arrays], [a.dtype for a in arrays], build=False).source.text
+
+
+def run_specialization(spec: Specialization, arrays: Sequence[np.ndarray]):
+    """Allocate outputs and temporaries, call the compiled function, return the outputs."""
+    bufs = {}
+    inputs = [np.ascontiguousarray(a) for a in arrays]
+    for arr_info, a in zip([p for p in spec.source.params if p.kind == "input"], inputs):
+        bufs[arr_info.name] = a
+    for p in spec.source.params:
+        if p.kind != "input":
+            bufs[p.name] = np.empty(p.shape, dtype=p.dtype)
+    spec.function(*[bufs[p.name] for p in spec.source.params])
+    by_source = {p.source_name: bufs[p.name] for p in spec.source.params}
+    outs = tuple(by_source[o] for o in spec.bound.program.outputs)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def compile(source: SourceLike, target: str = "openmp", **options) -> Kernel:  # noqa: A001 - the public API name
+    """Compile a Tile program (text, path or Program) into a shape-polymorphic :class:`Kernel`.
+
+    >>> k = compile("examples/matmul.tile")
+    >>> C = k(A, B)                # specialises on A.shape/B.shape/dtypes, compiles (cached), runs
+    """
+    return Kernel(load_program(source), Options.make(target, **options))
+
+
+def reference(source: SourceLike, *arrays, **named):
+    """Run the numpy oracle on a Tile program: ``polytile.reference("matmul.tile", A, B)``."""
+    from . import reference as reference_mod
+
+    prog = load_program(source)
+    if named:
+        names = prog.input_names
+        arrays = tuple(arrays) + tuple(named[n] for n in names[len(arrays):])
+    return reference_mod.run(prog, *[np.asarray(a) for a in arrays])

@@ -1,0 +1,192 @@
+"""The Scop record: one program's polyhedral description (after ppcg's ``ppcg_scop``).
+
+A :class:`Scop` holds, as isl union objects over all statements,
+
+* ``domain``      -- ``{ S0[i, j, k] : 0 <= i < 64 and ... ; S1[i, j] : ... }``
+* ``reads``       -- ``{ S0[i, j, k] -> A[i, k]; S0[i, j, k] -> B[k, j]; ... }``
+* ``must_writes`` -- ``{ S0[i, j, k] -> C[i, j] }`` (every write here is unconditional)
+* ``schedule``    -- the original program order, a schedule tree
+  ``sequence(S0: band[i, j, k], S1: band[i, j])``
+
+plus the statements' bodies (:mod:`polytile.poly.body`) and the arrays.  It is
+built from statements only: access relations are derived from the bodies.
+Frontends produce Scops; ``deps``, ``schedule`` and ``codegen`` consume them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Sequence, Tuple
+
+import islpy as isl
+
+from ..errors import SourceLocation
+from . import body as B
+
+
+@dataclass(frozen=True, eq=False)
+class Statement:
+    """One polyhedral statement: ``name[iters] : domain`` executing ``body``.
+
+    ``kind`` says where it came from: ``fill`` (output initialisation to 0 or
+    the default tensor), ``reset`` (reached cells to the aggregation
+    identity), ``contract`` (a contraction's update) or ``elementwise``; a C
+    frontend uses ``c``.  ``origin`` names the source-level statement (its
+    target tensor) so schedules and reports can speak the user's language.
+    """
+
+    name: str
+    iters: Tuple[str, ...]
+    domain: isl.Set
+    body: B.Store
+    kind: str
+    origin: str = ""
+    text: str = ""  # the source statement, for printing
+    loc: Optional[SourceLocation] = field(default=None, repr=False)
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.body.reduce is not None
+
+    def _tuple(self) -> str:
+        return f"{self.name}[{', '.join(self.iters)}]"
+
+    def access_map(self, array: str, index: Tuple[B.Node, ...]) -> isl.Map:
+        """``{ S[iters] -> array[index] }`` restricted to the domain."""
+        idx = ", ".join(B.affine_text(e) for e in index)
+        m = isl.Map(f"{{ {self._tuple()} -> {array}[{idx}] }}", context=self.domain.get_ctx())
+        return m.intersect_domain(self.domain)
+
+    def reads(self) -> isl.UnionMap:
+        loads = list(B.loads(self.body.value))
+        for e in self.body.index:
+            loads.extend(B.loads(e))
+        acc = isl.UnionMap.empty(self.domain.get_space().params())
+        for ld in loads:
+            acc = acc.union(isl.UnionMap.from_map(self.access_map(ld.array, ld.index)))
+        if self.body.reduce is not None:
+            acc = acc.union(isl.UnionMap.from_map(self.write_map()))
+        return acc
+
+    def write_map(self) -> isl.Map:
+        return self.access_map(self.body.array, self.body.index)
+
+
+@dataclass(frozen=True)
+class Array:
+    """An array of the kernel: C identifier, user name, concrete shape, dtype, role."""
+
+    name: str
+    source_name: str
+    shape: Tuple[int, ...]
+    dtype: str
+    kind: str  # 'input' | 'output' | 'temp'
+
+    @property
+    def nbytes(self) -> int:
+        import numpy as np
+
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n * np.dtype(self.dtype).itemsize
+
+
+@dataclass(frozen=True, eq=False)
+class Scop:
+    """A whole program's polyhedral model (see module docstring)."""
+
+    name: str
+    statements: Tuple[Statement, ...]
+    arrays: Tuple[Array, ...]
+    context: isl.Set
+    domain: isl.UnionSet
+    reads: isl.UnionMap
+    must_writes: isl.UnionMap
+    may_writes: isl.UnionMap
+    schedule: isl.Schedule
+
+    @classmethod
+    def build(cls, name: str, statements: Sequence[Statement], arrays: Sequence[Array],
+              context: Optional[isl.Set] = None, schedule: Optional[isl.Schedule] = None) -> "Scop":
+        """Derive the union objects and the original schedule from statements."""
+        statements = tuple(statements)
+        ctx = context if context is not None else isl.Set("{ : }")
+        space = ctx.get_space()
+        domain = isl.UnionSet.empty(space)
+        reads = isl.UnionMap.empty(space)
+        writes = isl.UnionMap.empty(space)
+        for s in statements:
+            domain = domain.union(isl.UnionSet.from_set(s.domain))
+            reads = reads.union(s.reads())
+            writes = writes.union(isl.UnionMap.from_map(s.write_map()))
+        if schedule is None:
+            schedule = original_schedule(statements, domain)
+        return cls(name, statements, tuple(arrays), ctx, domain, reads, writes, writes, schedule)
+
+    def statement(self, name: str) -> Statement:
+        for s in self.statements:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def array(self, name: str) -> Array:
+        for a in self.arrays:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    @property
+    def statement_map(self) -> Dict[str, Statement]:
+        return {s.name: s for s in self.statements}
+
+    def describe(self) -> str:
+        """Readable multi-line dump: domains, accesses, schedule (isl notation)."""
+        lines = [f"scop {self.name}"]
+        lines.append("  arrays:")
+        for a in self.arrays:
+            shape = "x".join(map(str, a.shape)) or "scalar"
+            lines.append(f"    {a.name:<10} {a.kind:<6} {a.dtype:<8} {shape}")
+        lines.append("  statements:")
+        for s in self.statements:
+            lines.append(f"    {s.name} ({s.kind}{', ' + s.origin if s.origin else ''}){': ' + s.text if s.text else ''}")
+            lines.append(f"      domain: {s.domain}")
+            lines.append(f"      write:  {s.write_map()}")
+            for r in _maps(s.reads()):
+                lines.append(f"      read:   {r}")
+        lines.append(f"  schedule: {self.schedule.get_map()}")
+        return "\n".join(lines)
+
+
+def _maps(um: isl.UnionMap):
+    out = []
+    um.foreach_map(out.append)
+    return out
+
+
+def original_schedule(statements: Sequence[Statement], domain: isl.UnionSet) -> isl.Schedule:
+    """Program order: a sequence of statements, each an identity band over its iterators.
+
+    ``{ S0[i,j,k] -> [0, i, j, k]; S1[i,j] -> [1, i, j] }`` as a tree.
+    """
+    sched = isl.Schedule.from_domain(domain)
+    if not statements:
+        return sched
+    node = sched.get_root().child(0)
+    if len(statements) > 1:
+        filters = isl.UnionSetList.alloc(domain.get_ctx(), len(statements))
+        for s in statements:
+            filters = filters.add(isl.UnionSet.from_set(s.domain))
+        node = node.insert_sequence(filters)
+        for k, s in enumerate(statements):
+            node = _insert_identity_band(node.child(k).child(0), s).parent().parent()
+        return node.get_schedule()
+    return _insert_identity_band(node, statements[0]).get_schedule()
+
+
+def _insert_identity_band(node: isl.ScheduleNode, s: Statement) -> isl.ScheduleNode:
+    if not s.iters:
+        return node
+    its = ", ".join(s.iters)
+    um = isl.UnionMap(f"{{ {s.name}[{its}] -> [{its}] }}", context=s.domain.get_ctx())
+    mupa = isl.MultiUnionPwAff.from_union_map(um)
+    return node.insert_partial_schedule(mupa)

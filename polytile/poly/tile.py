@@ -1,0 +1,374 @@
+"""Lower a bound Tile program (:class:`polytile.sema.Bound`) to a :class:`Scop`.
+
+Shapes are concrete, so every dimension name becomes a number and kernels
+are shape-specialised.  Each Tile statement becomes one or more polyhedral
+statements (``k`` is the statement's position in the program):
+
+* contraction ``O[p : S] = agg(A[q] comb B[r]), c < E`` with variables ``x``:
+
+  - ``Zk[o]``  over every cell of ``O``:   ``O[o] = 0``  (or ``= D[o]`` for ``default D``)
+  - ``Rk[o]``  over the *reached* cells, ``{ Sk[x] -> O[p(x)] }(dom Sk)``:
+    ``O[o] = identity(agg)`` (omitted where the identity is already there)
+  - ``Sk[x] : 0 <= p(x) < S and 0 <= q(x) < dim A and ... and 0 <= c(x) < E
+    and (e) mod m = 0`` for every exact division ``e / m`` in an index:
+    ``O[p(x)] agg= A[q(x)] comb B[r(x)]``
+
+* elementwise ``Y = f(...)`` of broadcast shape ``s``:
+  ``Ek[i] : 0 <= i < s``: ``Y[i] = f(operands indexed with numpy broadcasting)``.
+
+Static checks done here with isl: a variable without a finite range, and
+``=`` contractions whose write relation is not injective (two colliding
+iteration points are reported).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import islpy as isl
+import numpy as np
+
+from .. import ir, sema
+from ..errors import CollisionError, InternalError, NonAffineError, TileSemanticError
+from ..names import NameTable
+from . import body as B
+from .scop import Array, Scop, Statement
+
+_REDUCE = {"+": "+", "*": "*", ">": "max", "<": "min", "=": None}
+
+
+def lower(bound: "sema.Bound") -> Scop:
+    """Build the Scop of a bound program.
+
+    >>> # function (A[M, K], B[K, N]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[k, j]); }
+    >>> # with M=2, K=3, N=4 becomes
+    >>> #   Z0[i, j] : 0 <= i < 2 and 0 <= j < 4               C[i][j] = 0
+    >>> #   S0[i, j, k] : 0 <= i < 2 and 0 <= j < 4 and 0 <= k < 3   C[i][j] += A[i][k] * B[k][j]
+    """
+    return _Lowering(bound).run()
+
+
+class _Lowering:
+    def __init__(self, bound):
+        self.bound = bound
+        self.prog: ir.Program = bound.program
+        self.names = NameTable()
+        self.arrays: Dict[str, Array] = {}
+        for name, info in bound.tensors.items():
+            self.arrays[name] = Array(self.names.claim(name), name, tuple(info.shape), np.dtype(info.dtype).name, info.kind)
+        self.statements: List[Statement] = []
+
+    def run(self) -> Scop:
+        for k, stmt in enumerate(self.prog.body):
+            if isinstance(stmt, ir.Contraction):
+                self._contraction(k, stmt)
+            elif isinstance(stmt, ir.Assign):
+                self._elementwise(k, stmt)
+        return Scop.build(_kernel_name(self.prog), self.statements, list(self.arrays.values()))
+
+    # -- helpers ----------------------------------------------------------
+    def _arr(self, name: str) -> Array:
+        return self.arrays[name]
+
+    def _iters(self, names) -> Dict[str, str]:
+        table = NameTable(a.name for a in self.arrays.values())
+        return {n: table.claim(n) for n in names}
+
+    def _const(self, e: ir.Expr) -> Optional[int]:
+        """The value of an index-free integer expression (floor division), else None."""
+        if any(isinstance(n, ir.Index) for n in ir.walk(e)):
+            return None
+        return int(self.bound.size(e))
+
+    def _index(self, e: ir.Expr, it: Dict[str, str], divs: List[Tuple[B.Node, int]]) -> B.Node:
+        """Lower an index polynomial; record exact divisions in ``divs``."""
+        c = self._const(e)
+        if c is not None:
+            return B.Const(c, B.INDEX)
+        if isinstance(e, ir.Index):
+            return B.Iter(it[e.name])
+        if isinstance(e, ir.Unary) and e.op == "-":
+            return B.Neg(self._index(e.operand, it, divs), B.INDEX)
+        if isinstance(e, ir.Binary) and e.op in ("+", "-"):
+            return B.Bin(e.op, self._index(e.lhs, it, divs), self._index(e.rhs, it, divs), B.INDEX)
+        if isinstance(e, ir.Binary) and e.op == "*":
+            lc, rc = self._const(e.lhs), self._const(e.rhs)
+            if lc is not None:
+                return B.Bin("*", B.Const(lc, B.INDEX), self._index(e.rhs, it, divs), B.INDEX)
+            if rc is not None:
+                return B.Bin("*", B.Const(rc, B.INDEX), self._index(e.lhs, it, divs), B.INDEX)
+        if isinstance(e, ir.Binary) and e.op == "/":
+            d = self._const(e.rhs)
+            if d is not None:
+                if d == 0:
+                    raise TileSemanticError(f"division by zero in index '{ir.format_expr(e)}'", e.loc)
+                num = self._index(e.lhs, it, divs)
+                divs.append((num, abs(d)))
+                q = B.Bin("//", num, B.Const(abs(d), B.INDEX), B.INDEX)
+                return q if d > 0 else B.Neg(q, B.INDEX)
+        raise NonAffineError(f"index expression '{ir.format_expr(e)}' is not affine in the index variables", getattr(e, "loc", None))
+
+    # -- contractions -----------------------------------------------------
+    def _contraction(self, k: int, st: ir.Contraction) -> None:
+        it = self._iters(st.index_vars())
+        out = self._arr(st.output)
+        divs: List[Tuple[B.Node, int]] = []
+        cons: List[str] = []
+
+        def bounded(node: B.Node, size: int) -> None:
+            cons.append(f"0 <= {B.affine_text(node)} <= {size - 1}")
+
+        out_idx = tuple(self._index(e, it, divs) for e in st.indices)
+        for node, size in zip(out_idx, out.shape):
+            bounded(node, size)
+        loads = []
+        for acc in st.operands:
+            arr = self._arr(acc.tensor)
+            idx = tuple(self._index(e, it, divs) for e in acc.indices)
+            if len(idx) != len(arr.shape):
+                raise TileSemanticError(
+                    f"{acc.tensor} has rank {len(arr.shape)} but is indexed with {len(idx)} indices", acc.loc)
+            for node, size in zip(idx, arr.shape):
+                bounded(node, size)
+            loads.append(B.Load(arr.name, idx, arr.dtype))
+        for c in st.constraints:
+            node = self._index(c.expr, it, divs)
+            limit = self._const(c.bound)
+            if limit is None:
+                raise TileSemanticError(f"constraint bound '{ir.format_expr(c.bound)}' must not use index variables", c.loc)
+            bounded(node, limit)
+        for num, d in divs:
+            cons.append(f"({B.affine_text(num)}) mod {d} = 0")
+
+        iters = tuple(it.values())
+        sname = f"S{k}"
+        text = f"{{ {sname}[{', '.join(iters)}] : {' and '.join(cons) or 'true'} }}"
+        domain = isl.Set(text)
+        self._check_bounded(domain, st, it)
+
+        dtype = np.dtype(sema.contraction_dtype(self.bound, st)).name
+        value = self._combine(st, loads, dtype)
+        contract = Statement(sname, iters, domain, B.Store(out.name, out_idx, value, _REDUCE[st.agg]),
+                             "contract", st.output, ir.format_stmt(st), st.loc)
+        if st.agg == "=":
+            self._check_injective(contract, st, it)
+
+        # Output initialisation: every cell to 0 / the default, reached cells to the identity.
+        cells = tuple(f"o{d}" for d in range(len(out.shape)))
+        cell_nodes = tuple(B.Iter(c) for c in cells)
+        full = " and ".join(f"0 <= {c} < {n}" for c, n in zip(cells, out.shape)) or "true"
+        if st.default is not None:
+            dflt = self._arr(st.default)
+            fill_value: B.Node = _cast(B.Load(dflt.name, cell_nodes, dflt.dtype), out.dtype)
+        else:
+            fill_value = B.Const(0, out.dtype)
+        self.statements.append(Statement(
+            f"Z{k}", cells, isl.Set(f"{{ Z{k}[{', '.join(cells)}] : {full} }}"),
+            B.Store(out.name, cell_nodes, fill_value), "fill", st.output,
+            f"{st.output} = {'default ' + st.default if st.default else '0'}", st.loc))
+        ident = sema.identity(st.agg, np.dtype(out.dtype)) if st.agg != "=" else None
+        if ident is not None and not (ident == 0 and st.default is None):
+            reached = contract.write_map().range().set_tuple_name(f"R{k}")
+            self.statements.append(Statement(
+                f"R{k}", cells, reached, B.Store(out.name, cell_nodes, B.Const(_py(ident), out.dtype)),
+                "reset", st.output, f"{st.output} = identity of {st.agg} on reached cells", st.loc))
+        self.statements.append(contract)
+
+    def _combine(self, st: ir.Contraction, loads: List[B.Load], dtype: str) -> B.Node:
+        if st.combo is None:
+            return _cast(loads[0], dtype)
+        if st.combo in ("+", "*"):
+            return B.Bin(st.combo, loads[0], loads[1], dtype)
+        cmp_dtype = np.result_type(np.dtype(loads[0].dtype), np.dtype(loads[1].dtype)).name
+        eq = B.Cmp("==", loads[0], loads[1], cmp_dtype)
+        if st.combo == "==":
+            return B.Cast(eq, dtype)
+        # '?': C where A == B, else the aggregation's identity (0 for '=').
+        ident = sema.identity(st.agg, np.dtype(dtype)) if st.agg != "=" else 0
+        return B.Select(eq, _cast(loads[2], dtype), B.Const(_py(ident), dtype), dtype)
+
+    def _check_bounded(self, domain: isl.Set, st: ir.Contraction, it: Dict[str, str]) -> None:
+        if domain.is_empty() or domain.is_bounded():
+            return
+        for d, (user, _) in enumerate(it.items()):
+            proj = domain.project_out(isl.dim_type.set, d + 1, domain.dim(isl.dim_type.set) - d - 1) \
+                         .project_out(isl.dim_type.set, 0, d)
+            if not proj.is_bounded():
+                raise TileSemanticError(f"index variable '{user}' has no finite range: bound it by an index or a constraint", st.loc)
+        raise TileSemanticError("the iteration domain is unbounded", st.loc)
+
+    def _check_injective(self, contract: Statement, st: ir.Contraction, it: Dict[str, str]) -> None:
+        """``=`` needs ``{ S[x] -> O[p(x)] }`` injective; else name two colliding points."""
+        w = contract.write_map()
+        if w.is_injective():
+            return
+        same_cell = w.apply_range(w.reverse())
+        ident = isl.Map.identity(same_cell.get_space()).intersect_domain(contract.domain)
+        pairs = same_cell.subtract(ident)
+        pt = pairs.sample_point()
+        n = len(it)
+        users = list(it)
+        a = [pt.get_coordinate_val(isl.dim_type.in_, d).to_python() for d in range(n)]
+        b = [pt.get_coordinate_val(isl.dim_type.out, d).to_python() for d in range(n)]
+        cell_map = {u: v for u, v in zip(users, a)}
+        cell = [int(_eval_index(e, cell_map, self.bound)) for e in st.indices]
+        fmt = lambda vals: "(" + ", ".join(f"{u}={v}" for u, v in zip(users, vals)) + ")"
+        raise CollisionError(
+            f"'=' contraction writes {st.output}[{', '.join(map(str, cell))}] twice: "
+            f"at {fmt(a)} and at {fmt(b)}; '=' needs every output cell written at most once", st.loc)
+
+    # -- elementwise ------------------------------------------------------
+    def _elementwise(self, k: int, st: ir.Assign) -> None:
+        out = self._arr(st.target)
+        shape = out.shape
+        cells = tuple(f"i{d}" for d in range(len(shape)))
+        it = {c: c for c in cells}
+        lw = _Elementwise(self, shape, cells)
+        value, _ = lw.lower(st.expr)
+        dom = " and ".join(f"0 <= {c} < {n}" for c, n in zip(cells, shape)) or "true"
+        self.statements.append(Statement(
+            f"E{k}", cells, isl.Set(f"{{ E{k}[{', '.join(cells)}] : {dom} }}"),
+            B.Store(out.name, tuple(B.Iter(c) for c in cells), _cast(value, out.dtype)),
+            "elementwise", st.target, ir.format_stmt(st), st.loc))
+
+
+class _Elementwise:
+    """Lowers an elementwise expression, typing every node the way numpy would.
+
+    Types come from evaluating the expression *abstractly* with numpy on
+    empty arrays (tensors) and Python scalars (literals and dimension values,
+    which NEP 50 treats as weak), so the generated C converts exactly where
+    numpy converts.
+    """
+
+    def __init__(self, low: _Lowering, shape: Tuple[int, ...], cells: Tuple[str, ...]):
+        self.low = low
+        self.shape = shape
+        self.cells = cells
+
+    def _bcast(self, shape: Tuple[int, ...]) -> Tuple[B.Node, ...]:
+        r = len(self.shape)
+        q = len(shape)
+        if q > r:
+            raise InternalError("operand rank exceeds broadcast rank")
+        return tuple(B.Const(0, B.INDEX) if shape[d] == 1 else B.Iter(self.cells[r - q + d]) for d in range(q))
+
+    def lower(self, e: ir.Expr):
+        """Return (node, abstract value)."""
+        with np.errstate(all="ignore"):
+            return self._lower(e)
+
+    def _lower(self, e: ir.Expr):
+        if isinstance(e, ir.Int):
+            return B.Const(e.value, "int64"), 1
+        if isinstance(e, ir.Float):
+            return B.Const(float(e.value), "float64"), 1.0
+        if isinstance(e, ir.Ref):
+            if e.name in self.low.arrays:
+                arr = self.low.arrays[e.name]
+                return B.Load(arr.name, self._bcast(arr.shape), arr.dtype), np.zeros(0, arr.dtype)
+            if e.name in self.low.bound.dims:
+                return B.Const(int(self.low.bound.dims[e.name]), "int64"), 1
+            raise InternalError(f"unknown name {e.name} after semantic checks")
+        if isinstance(e, ir.Unary):
+            node, av = self._lower(e.operand)
+            rv = _strong(np.negative(av)) if isinstance(av, np.ndarray) else -av
+            return B.Neg(_cast(node, _dt(rv)), _dt(rv)), rv
+        if isinstance(e, ir.Binary):
+            a, av = self._lower(e.lhs)
+            b, bv = self._lower(e.rhs)
+            if e.op in ir.COMPARISONS:
+                opd = np.result_type(av, bv).name
+                rv = _strong(_NP_BIN[e.op](av, bv))
+                return B.Cmp(e.op, a, b, opd), rv
+            rv = _strong(_NP_BIN[e.op](av, bv))
+            return B.Bin(e.op, a, b, _dt(rv)), rv
+        if isinstance(e, ir.Cond):
+            c, cv = self._lower(e.cond)
+            t, tv = self._lower(e.then)
+            f, fv = self._lower(e.else_)
+            rv = _strong(np.where(cv, tv, fv))
+            return B.Select(_cast(c, "bool"), t, f, _dt(rv)), rv
+        if isinstance(e, ir.Call):
+            return self._call(e)
+        raise InternalError(f"cannot lower {e!r}")
+
+    def _call(self, e: ir.Call):
+        f = e.func
+        if f == "index":
+            t = e.args[0]
+            axis = self.low._const(e.args[1])
+            arr = self.low.arrays.get(t.name) if isinstance(t, ir.Ref) else None
+            if arr is None:
+                raise TileSemanticError("index() needs a tensor as its first argument", e.loc)
+            if axis is None or not 0 <= axis < len(arr.shape):
+                raise TileSemanticError(f"index(): axis must be an integer in [0, {len(arr.shape)})", e.loc)
+            r, q = len(self.shape), len(arr.shape)
+            node = B.Const(0, "int64") if arr.shape[axis] == 1 else B.Iter(self.cells[r - q + axis])
+            return node, np.zeros(0, np.int64)
+        if f in ("as_float", "as_int"):
+            node, av = self._lower(e.args[0])
+            bits = self.low._const(e.args[1])
+            dtype = np.dtype(("float" if f == "as_float" else "int") + str(bits))
+            if dtype.name == "float16":
+                raise TileSemanticError("as_float(X, 16): float16 is not supported by the C backend; use 32 or 64", e.loc)
+            return B.Cast(node, dtype.name), np.zeros(0, dtype)
+        fn = sema.BUILTINS[f].impl
+        args = [self._lower(a) for a in e.args]
+        rv = _strong(fn(*[av for _, av in args]))
+        return B.Call(f, tuple(n for n, _ in args), _dt(rv)), rv
+
+
+_NP_BIN = {
+    "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
+    "==": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater, "<=": np.less_equal, ">=": np.greater_equal,
+}
+
+
+def _strong(v):
+    """numpy scalars behave like arrays of their dtype (strong); Python scalars stay weak."""
+    if isinstance(v, np.generic):
+        return np.zeros(0, v.dtype)
+    return v
+
+
+def _dt(v) -> str:
+    if isinstance(v, np.ndarray):
+        return v.dtype.name
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int64"
+    return "float64"
+
+
+def _cast(node: B.Node, dtype: str) -> B.Node:
+    return node if node.dtype == dtype else B.Cast(node, dtype)
+
+
+def _py(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _eval_index(e: ir.Expr, env: Dict[str, int], bound) -> int:
+    """Evaluate an index polynomial at a point (exact divisions hold there)."""
+    if isinstance(e, ir.Index):
+        return env[e.name]
+    if not any(isinstance(n, ir.Index) for n in ir.walk(e)):
+        return int(bound.size(e))
+    if isinstance(e, ir.Unary):
+        return -_eval_index(e.operand, env, bound)
+    a = _eval_index(e.lhs, env, bound)
+    b = _eval_index(e.rhs, env, bound)
+    return {"+": a + b, "-": a - b, "*": a * b, "/": a // b if b else 0}[e.op]
+
+
+def _kernel_name(prog: ir.Program) -> str:
+    import os
+    import re
+
+    name = prog.name if prog.name and not prog.name.startswith("<") else "kernel"
+    base = os.path.splitext(os.path.basename(name))[0]
+    base = re.sub(r"[^A-Za-z0-9_]", "_", base) or "kernel"
+    return base if base[0].isalpha() else "k_" + base
