@@ -14,10 +14,33 @@ from .errors import (  # noqa: E402
 )
 
 
+def _make_reference_callable() -> None:
+    """Let ``polytile.reference`` be both the oracle module and the API call.
+
+    ``polytile.reference(source, *arrays)`` is the documented way to run the
+    oracle, and ``polytile.reference`` is also the module holding it; a
+    module whose class has ``__call__`` serves both without a second name.
+    """
+    import types
+
+    from . import reference as module
+
+    class _CallableModule(types.ModuleType):
+        def __call__(self, source, *arrays, **named):
+            from .pipeline import reference as run_reference
+
+            return run_reference(source, *arrays, **named)
+
+    module.__class__ = _CallableModule
+
+
+_make_reference_callable()
+
+
 def __getattr__(name):
     # The pipeline pulls in islpy, cgen and the frontends; import it on first use
     # so that `import polytile` (and `polytile --help`) stay fast.
-    if name in ("compile", "reference", "Kernel", "load_program", "shapes_from_dims"):
+    if name in ("compile", "Kernel", "load_program", "shapes_from_dims"):
         from . import pipeline
         return getattr(pipeline, name)
     if name == "parse":

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import deps as deps_mod
 from . import ir, sema
+from . import reference as reference_mod
 from .config import debug_log, get_config
 from .errors import PolytileError, ShapeError
 from .frontends.tile import parse, parse_file
@@ -253,8 +254,6 @@ def compile(source: SourceLike, target: str = "openmp", **options) -> Kernel:  #
 
 def reference(source: SourceLike, *arrays, **named):
     """Run the numpy oracle on a Tile program: ``polytile.reference("matmul.tile", A, B)``."""
-    from . import reference as reference_mod
-
     prog = load_program(source)
     if named:
         names = prog.input_names
