@@ -685,3 +685,20 @@ def test_parse_expression_rejects_trailing_tokens():
     with pytest.raises(TileSyntaxError) as ei:
         parse_expression("a + b c")
     assert ei.value.col == 7
+
+
+def test_end_of_input_errors_point_after_the_last_character():
+    src = "function (A) -> (B) {\n  B = A;\n\n"
+    with pytest.raises(TileSyntaxError) as ei:
+        parse(src)
+    assert (ei.value.line, ei.value.col) == (2, 9)
+    assert "found end of input" in ei.value.message
+    assert str(ei.value).splitlines()[1:] == ["    B = A;", "          ^"]
+    with pytest.raises(TileSyntaxError) as ei:
+        parse("")
+    assert (ei.value.line, ei.value.col) == (1, 1)
+
+
+def test_crlf_sources():
+    p = parse("function (A) -> (B) {\r\n  B = A + 1;\r\n}\r\n")
+    assert p.body[0].loc.line == 2 and p.body[0].loc.text == "  B = A + 1;"

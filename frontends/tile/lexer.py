@@ -226,7 +226,11 @@ class Lexer:
         while True:
             i = self._skip_space_and_comments(i)
             if i >= n:
-                yield self._make(EOF, "", n, n)
+                # Place EOF just after the last visible character, not on the
+                # empty line after a final newline, so "found end of input"
+                # errors show a source line with a caret.
+                end = len(s.rstrip())
+                yield self._make(EOF, "", end, end)
                 return
             ch = s[i]
             if _is_digit(ch):
