@@ -6,7 +6,8 @@ each of its ``// dims:`` lines, random integer-valued float64 inputs (in
 ``polytile.reference.run`` and through the numpy function.  Integer-valued
 data keeps sums and products exact, so results must be equal, except for the
 examples in ``INEXACT`` (true division, exp, log, sqrt, trig), which are
-compared with ``rtol=1e-6, atol=1e-9``.
+compared with ``rtol=1e-6, atol=1e-9``.  Shapes and dtypes (float64 in,
+float64 out) must match too.
 """
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import zlib
 
 import numpy as np
 import pytest
+
+from polytile import reference
+from polytile.frontends import tile
 
 try:
     from numpy_programs import (INEXACT, NUMPY, TOLERANCE, example_cases, example_paths,
@@ -70,8 +74,6 @@ def test_example_header_comments(path):
 
 @pytest.mark.parametrize("path, n, case", list(_cases()))
 def test_reference_matches_numpy(path, n, case):
-    tile = pytest.importorskip("polytile.frontends.tile")
-    reference = pytest.importorskip("polytile.reference")
     name = path.stem
     program = tile.parse_file(str(path))
     rng = np.random.default_rng(zlib.crc32(f"{name}:{n}".encode()))
@@ -79,7 +81,10 @@ def test_reference_matches_numpy(path, n, case):
     for a, shape in zip(arrays, case["shapes"]):
         assert a.shape == tuple(shape)
 
-    got = _as_tuple(reference.run(program, *[a.copy() for a in arrays]))
+    given = [a.copy() for a in arrays]
+    got = _as_tuple(reference.run(program, *given))
+    for a, b in zip(given, arrays):
+        np.testing.assert_array_equal(a, b, err_msg=f"{name}: the reference changed an input")
     want = _as_tuple(NUMPY[name](*[a.copy() for a in arrays]))
     outputs = list(program.outputs)
     assert len(got) == len(want) == len(outputs)
@@ -88,6 +93,7 @@ def test_reference_matches_numpy(path, n, case):
         w = np.asarray(w)
         msg = f"{name} output {out} with dims {case['dims']}"
         assert g.shape == w.shape, f"{msg}: shape {g.shape} != {w.shape}"
+        assert g.dtype == w.dtype, f"{msg}: dtype {g.dtype} != {w.dtype}"
         if name in INEXACT:
             np.testing.assert_allclose(g, w, err_msg=msg, **TOLERANCE)
         else:
