@@ -554,6 +554,9 @@ def _chunks(lows: Sequence[int], sizes: Sequence[int]):
 
 def _collect(program: Program, arrays, named) -> List[np.ndarray]:
     names = program.input_names
+    if isinstance(arrays, np.ndarray):
+        # list(A) would silently split one array into its rows.
+        raise TypeError("evaluate() takes a sequence of arrays; for one input write evaluate(program, [A])")
     arrays = list(arrays or ())
     if named:
         unknown = [k for k in named if k not in names]

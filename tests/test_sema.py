@@ -371,3 +371,12 @@ def test_builtin_table():
     np.testing.assert_array_equal(sema.BUILTINS["index"].impl(np.zeros((2, 3)), 1), [[0, 1, 2], [0, 1, 2]])
     assert sema.BUILTINS["as_int"].impl(x, 8).dtype == np.int8
     assert set(sema.SUPPORTED_DTYPES) == {np.dtype(t) for t in ("float32", "float64", "int32", "int64")}
+
+
+def test_index_variable_in_dimdef_hand_built():
+    d = ir.DimDef("HO", ir.Binary("+", ir.Ref("H"), ir.Index("i", _loc(2, 12))), loc=_loc(2, 3))
+    p = ir.Program((ir.Input("A", ("H",)),), ("C",), (d, ir.Assign("C", ir.Ref("A"))))
+    with pytest.raises(TileSemanticError) as info:
+        sema.check(p)
+    assert "index variable 'i' in a dimension definition" in info.value.message
+    assert (info.value.line, info.value.col) == (2, 12)
