@@ -1,0 +1,203 @@
+"""The stage order of polytile, enforced on every module's imports (read with ``ast``).
+
+``STAGES`` lists the stages in order; each names the modules it holds and the
+stages it may import from, which must all come *earlier* in the list (so the
+graph has no cycles and every stage builds only on what precedes it).  A
+module may always import from its own stage.  Every import counts, also one
+inside a function: a lazy import is still a dependency.
+
+Only the wiring modules (``EXEMPT``: the pipeline, the CLI, ``__main__`` and
+the package ``__init__``) may import from several stages.  Importing the root
+package itself (``import polytile``, e.g. for ``__version__``) counts as
+importing ``errors``, because ``polytile/__init__.py`` eagerly imports only
+``errors`` -- which :func:`test_package_init_is_light` checks.
+"""
+from __future__ import annotations
+
+import ast
+import configparser
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: (stage, module prefixes, stages it may import from) -- in order.
+STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
+    ("names", ("polytile.names",), ()),
+    ("errors", ("polytile.errors",), ("names",)),
+    ("config", ("polytile.config",), ("errors", "names")),
+    ("ir", ("polytile.ir",), ("errors", "config", "names")),
+    ("frontends", ("polytile.frontends",), ("ir", "errors", "names")),
+    ("sema", ("polytile.sema",), ("ir", "errors")),
+    ("reference", ("polytile.reference",), ("ir", "errors", "sema")),
+    ("poly", ("polytile.poly",), ("ir", "errors", "sema", "names")),
+    ("deps", ("polytile.deps",), ("poly", "errors")),
+    ("schedule", ("polytile.schedule",), ("poly", "deps", "errors")),
+    ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names")),
+    ("runtime", ("polytile.runtime",), ("config", "errors")),
+]
+
+#: Modules that wire stages together and may import from any of them.
+EXEMPT = frozenset({"polytile", "polytile.pipeline", "polytile.cli", "polytile.__main__"})
+
+#: What importing the bare root package amounts to (see the module docstring).
+ROOT_PACKAGE_STAGE = "errors"
+
+
+def package_dirs() -> Dict[str, Path]:
+    """Package name -> directory, from setup.cfg (``packages`` and ``package_dir``)."""
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    remap: Dict[str, str] = {}
+    for line in cfg.get("options", "package_dir", fallback="").splitlines():
+        if "=" in line:
+            pkg, d = (s.strip() for s in line.split("=", 1))
+            remap[pkg] = d
+    out = {}
+    for pkg in cfg.get("options", "packages").split():
+        if pkg in remap:
+            out[pkg] = ROOT / remap[pkg]
+        else:
+            parent = max((p for p in remap if pkg.startswith(p + ".")), key=len, default=None)
+            if parent is not None:
+                out[pkg] = ROOT / remap[parent] / Path(*pkg[len(parent) + 1:].split("."))
+            else:
+                out[pkg] = ROOT / Path(*pkg.split("."))
+    return out
+
+
+def all_modules() -> Dict[str, Path]:
+    """Every module of the installed packages: dotted name -> file (``__init__`` is the package)."""
+    mods: Dict[str, Path] = {}
+    for pkg, d in package_dirs().items():
+        for f in sorted(d.glob("*.py")):
+            name = pkg if f.stem == "__init__" else f"{pkg}.{f.stem}"
+            mods[name] = f
+        # A subdirectory with modules that setup.cfg forgot would not be installed.
+        for sub in d.iterdir():
+            if sub.is_dir() and any(sub.glob("*.py")) and not sub.name.startswith(("_", ".")):
+                assert f"{pkg}.{sub.name}" in package_dirs(), f"package {pkg}.{sub.name} ({sub}) is not in setup.cfg"
+    return mods
+
+
+MODULES = all_modules()
+
+
+def stage_of(module: str) -> Optional[str]:
+    if module == "polytile":
+        return ROOT_PACKAGE_STAGE
+    best = None
+    for stage, prefixes, _ in STAGES:
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > len(best[1])):
+                best = (stage, p)
+    return best[0] if best else None
+
+
+def imports_of(module: str, path: Path, *, top_level_only: bool = False) -> List[Tuple[str, int]]:
+    """Polytile modules imported by ``module``: (dotted target, line)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    is_pkg = path.name == "__init__.py"
+    package = module if is_pkg else module.rpartition(".")[0]
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    found: List[Tuple[str, int]] = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                keep = len(parts) - (node.level - 1)
+                assert keep > 0, f"{path}:{node.lineno}: relative import beyond the top package"
+                base = ".".join(parts[:keep])
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module or ""
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                found.append((sub if sub in MODULES else base, node.lineno))
+    return [(t, ln) for t, ln in found if t == "polytile" or t.startswith("polytile.")]
+
+
+def test_stage_table_is_ordered():
+    names = [s for s, _, _ in STAGES]
+    assert len(set(names)) == len(names)
+    for k, (stage, _, deps) in enumerate(STAGES):
+        for d in deps:
+            assert d in names, f"{stage} depends on unknown stage {d}"
+            assert names.index(d) < k, f"{stage} may import {d}, which comes after it in STAGES"
+    assert ROOT_PACKAGE_STAGE in names
+
+
+def test_modules_found():
+    for m in ("polytile.ir", "polytile.errors", "polytile.sema", "polytile.pipeline",
+              "polytile.frontends.tile.parser", "polytile.codegen.c", "polytile.runtime.cache"):
+        assert m in MODULES, sorted(MODULES)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_module_has_a_stage(module):
+    assert module in EXEMPT or stage_of(module) is not None, \
+        f"{module} ({MODULES[module].relative_to(ROOT)}) belongs to no stage: add it to STAGES in {__file__}"
+
+
+def violations(module: str, path: Path) -> List[str]:
+    """Imports of ``module`` (in file ``path``) that break the stage order."""
+    stage = stage_of(module)
+    if stage is None:
+        return [f"{module} belongs to no stage"]
+    allowed = {stage} | set(next(deps for s, _, deps in STAGES if s == stage))
+    bad = []
+    for target, line in imports_of(module, path):
+        t_stage = stage_of(target)
+        if t_stage is None:
+            owner = "a wiring module" if target in EXEMPT else "no stage"
+            bad.append(f"{path}:{line}: imports {target} ({owner})")
+        elif t_stage not in allowed:
+            bad.append(f"{path}:{line}: imports {target} (stage {t_stage}); "
+                       f"stage {stage} may only import {', '.join(sorted(allowed))}")
+    return bad
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m not in EXEMPT))
+def test_imports_only_from_earlier_stages(module):
+    bad = violations(module, MODULES[module])
+    assert not bad, "\n".join(bad)
+
+
+def test_violations_are_reported(tmp_path):
+    f = tmp_path / "sema.py"
+    f.write_text("from . import ir\ndef late():\n    from .codegen.c import generate\n    from . import pipeline\n")
+    bad = violations("polytile.sema", f)
+    assert len(bad) == 2 and "polytile.codegen.c (stage codegen)" in bad[0] and ":3:" in bad[0]
+    assert "polytile.pipeline (a wiring module)" in bad[1]
+    f.write_text("import polytile\nfrom polytile.errors import PolytileError\n")
+    assert violations("polytile.runtime.cache", f) == []
+    assert violations("polytile.deps", tmp_path / "sema.py") == []
+    f.write_text("from .reference import run\n")  # polytile.poly.reference: same stage
+    assert violations("polytile.poly.tile", f) == []
+    f.write_text("from ..reference import run\n")  # the oracle: not for the compiler
+    assert len(violations("polytile.poly.tile", f)) == 1
+
+
+def test_package_init_is_light():
+    """``import polytile`` loads only ``errors`` eagerly; the rest is imported on first use."""
+    eager = {t for t, _ in imports_of("polytile", MODULES["polytile"], top_level_only=True)}
+    assert eager <= {"polytile.errors"}, eager
+
+
+def test_import_resolution(tmp_path):
+    """The resolver itself: relative and absolute forms, packages and names inside modules."""
+    src = tmp_path / "x.py"
+    src.write_text(
+        "from .. import ir, sema\nfrom ..errors import ShapeError\nfrom . import body as B\n"
+        "import polytile.config\nfrom polytile.poly.scop import Scop\nimport numpy\n"
+        "def f():\n    from ..codegen import c\n"
+    )
+    got = [t for t, _ in imports_of("polytile.poly.tile", src)]
+    assert got == ["polytile.ir", "polytile.sema", "polytile.errors", "polytile.poly.body",
+                   "polytile.config", "polytile.poly.scop", "polytile.codegen.c"]
+    assert stage_of("polytile.codegen.c") == "codegen" and stage_of("polytile.poly") == "poly"
+    assert stage_of("polytile.pipeline") is None and stage_of("polytile") == "errors"
