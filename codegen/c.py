@@ -29,7 +29,6 @@ import numpy as np
 from polytile.errors import InternalError
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
-from polytile.schedule.parallel import PARALLEL
 
 CTYPE = {
     "float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
@@ -121,8 +120,11 @@ class BodyPrinter:
 
     def __init__(self, arrays: Dict[str, Array]):
         self.arrays = arrays
+        self.locals: Dict[str, str] = {}  # array -> scalar replacing it (array contraction)
 
     def access(self, array: str, index) -> str:
+        if array in self.locals:
+            return self.locals[array]
         if not index:
             return f"{array}[0]"
         return array + "".join(f"[{self.expr(i)}]" for i in index)
@@ -210,14 +212,23 @@ def _c(expr: isl.AstExpr) -> str:
 
 
 class AstPrinter:
-    """Walks an isl AST and builds cgen nodes."""
+    """Walks an isl AST and builds cgen nodes.
+
+    Marks from the schedule tree (see :mod:`polytile.schedule.core`):
+    ``parallel [op:array,...]`` -> ``#pragma omp parallel for`` (with
+    ``reduction(op:array[sections])``), ``simd`` -> ``#pragma omp simd``,
+    ``unroll N`` -> ``#pragma GCC unroll N``, ``local A`` -> a scalar that
+    replaces array ``A`` inside the marked subtree (array contraction).
+    """
 
     def __init__(self, scop: Scop):
         self.stmts: Dict[str, Statement] = scop.statement_map
-        self.body = BodyPrinter({a.name: a for a in scop.arrays})
+        self.arrays = {a.name: a for a in scop.arrays}
+        self.body = BodyPrinter(self.arrays)
         self.parallel_loops = 0
+        self.locals: set = set()
 
-    def node(self, n: isl.AstNode, pragma: Optional[str] = None) -> List:
+    def node(self, n: isl.AstNode, marks: Tuple[str, ...] = ()) -> List:
         t = n.get_type()
         if t == isl.ast_node_type.block:
             out: List = []
@@ -228,11 +239,18 @@ class AstPrinter:
         if t == isl.ast_node_type.mark:
             name = n.mark_get_id().get_name()
             inner = n.mark_get_node()
-            if name == PARALLEL:
-                return self.node(inner, pragma="omp parallel for schedule(static)")
-            return self.node(inner)
+            if name.startswith("local "):
+                arr = self.arrays[name.split(" ", 1)[1]]
+                self.locals.add(arr.name)
+                local = f"{arr.name}_l"
+                saved = dict(self.body.locals)
+                self.body.locals[arr.name] = local
+                inside = self.node(inner, marks)
+                self.body.locals = saved
+                return [cgen.Block([cgen.Line(f"{ctype(arr.dtype)} {local};")] + inside)]
+            return self.node(inner, marks + (name,))
         if t == isl.ast_node_type.for_:
-            return self._for(n, pragma)
+            return self._for(n, marks)
         if t == isl.ast_node_type.if_:
             then = cgen.Block(self.node(n.if_get_then_node()))
             if n.if_has_else_node():
@@ -242,7 +260,32 @@ class AstPrinter:
             return [self._user(n.user_get_expr())]
         raise InternalError(f"unexpected isl AST node type {t}")
 
-    def _for(self, n: isl.AstNode, pragma: Optional[str]) -> List:
+    def _pragmas(self, marks: Tuple[str, ...]) -> List[str]:
+        par = [m for m in marks if m.split(" ")[0] == "parallel"]
+        simd = any(m == "simd" for m in marks)
+        unroll = [m for m in marks if m.startswith("unroll ")]
+        out = []
+        if par:
+            clause = "omp parallel for"
+            if simd:
+                clause += " simd"
+            clause += " schedule(static)"
+            parts = par[0].split(" ", 1)
+            if len(parts) > 1 and parts[1]:
+                for item in parts[1].split(","):
+                    op, arr = item.split(":")
+                    a = self.arrays[arr]
+                    sections = "".join(f"[0:{d}]" for d in a.shape) or "[0:1]"
+                    omp_op = {"max": "max", "min": "min"}.get(op, op)
+                    clause += f" reduction({omp_op}:{arr}{sections})"
+            out.append(clause)
+        elif simd:
+            out.append("omp simd")
+        if unroll:
+            out.append(f"GCC unroll {unroll[0].split(' ')[1]}")
+        return out
+
+    def _for(self, n: isl.AstNode, marks: Tuple[str, ...]) -> List:
         it = _c(n.for_get_iterator())
         init = _c(n.for_get_init())
         body = self.node(n.for_get_body())
@@ -251,10 +294,12 @@ class AstPrinter:
         cond = _c(n.for_get_cond())
         inc = _c(n.for_get_inc())
         loop = cgen.For(f"long {it} = {init}", cond, f"{it} += {inc}", cgen.Block(body))
-        if pragma and _canonical(cond, it):
+        pragmas = self._pragmas(marks) if marks else []
+        if pragmas and not _canonical(cond, it):
+            pragmas = [p for p in pragmas if p.startswith("GCC")]
+        if any(p.startswith("omp parallel") for p in pragmas):
             self.parallel_loops += 1
-            return [cgen.Pragma(pragma), loop]
-        return [loop]
+        return [cgen.Pragma(p) for p in pragmas] + [loop]
 
     def _user(self, call: isl.AstExpr) -> cgen.Generable:
         name = call.op_get_arg(0).id_get_id().get_name()
@@ -283,7 +328,7 @@ def _param_decl(a: Array, k: int) -> str:
 
 def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Optional[str] = None,
              header: str = "") -> KernelSource:
-    """C source for ``scop`` executed in the order of ``schedule`` (default: original).
+    """C source for ``scop`` executed in the order of the schedule tree ``schedule`` (default: original).
 
     >>> # src = generate(scop, sched); src.text starts with the prelude and holds
     >>> # int <entry>(void *a0, ...) { ... #pragma omp parallel for ... return 0; }
@@ -296,7 +341,7 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     body = printer.node(ast)
 
     order = {"input": 0, "output": 1, "temp": 2}
-    params = tuple(sorted(scop.arrays, key=lambda a: order[a.kind]))
+    params = tuple(sorted((a for a in scop.arrays if a.name not in printer.locals), key=lambda a: order[a.kind]))
     decls = [cgen.Line(_param_decl(a, k)) for k, a in enumerate(params)]
     sig = ", ".join(f"void *restrict a{k}" for k in range(len(params))) or "void"
     fn = cgen.FunctionBody(

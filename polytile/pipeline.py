@@ -28,7 +28,8 @@ from .errors import PolytileError, ShapeError
 from .frontends.tile import parse, parse_file
 from .poly.scop import Scop
 from .poly.tile import lower as lower_to_scop
-from .schedule.parallel import mark_outermost_parallel
+from . import schedule as sched_mod
+from .schedule import Schedule, Step
 from .codegen.c import KernelSource, generate as generate_c
 from . import runtime
 
@@ -86,23 +87,75 @@ def shapes_from_dims(program: ir.Program, dims: Mapping[str, int],
 
 @dataclass(frozen=True)
 class Options:
-    """Compilation options (frozen; part of every cache key)."""
+    """Compilation options (frozen; part of every cache key).
+
+    ``schedule`` is a tuple of :class:`~polytile.schedule.Step` replayed on
+    every specialisation (so one schedule serves all shapes); ``fusion``
+    asks isl's scheduler for the base schedule instead of program order.
+    """
 
     target: str = "openmp"
     parallel: bool = True
     cflags: Optional[Tuple[str, ...]] = None
-    schedule: Any = None  # a user schedule (issue: schedules), or None for the default
+    schedule: Optional[Tuple[Step, ...]] = None
+    fusion: Optional[str] = None
 
     @classmethod
     def make(cls, target: str = "openmp", **kw) -> "Options":
         if target not in TARGETS:
             raise PolytileError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
-        unknown = set(kw) - {"parallel", "cflags", "schedule"}
+        unknown = set(kw) - {"parallel", "cflags", "schedule", "fusion"}
         if unknown:
             raise PolytileError(f"unknown compile option(s): {', '.join(sorted(unknown))}")
         if kw.get("cflags") is not None:
             kw["cflags"] = tuple(kw["cflags"])
+        if kw.get("schedule") is not None:
+            kw["schedule"] = schedule_steps(kw["schedule"])
+        if kw.get("fusion") is not None and kw["fusion"] not in sched_mod.FUSION:
+            raise PolytileError(f"unknown fusion choice {kw['fusion']!r}; use one of {', '.join(sched_mod.FUSION)}")
         return cls(target=target, **kw)
+
+
+def schedule_steps(spec) -> Tuple[Step, ...]:
+    """Steps from a Schedule, a list of steps/dicts, a JSON document, or a path to one."""
+    import json
+
+    if isinstance(spec, Schedule):
+        return spec.steps
+    if isinstance(spec, (str, os.PathLike)):
+        text = str(spec)
+        if not text.lstrip().startswith(("{", "[")):
+            path = Path(text)
+            if not path.exists():
+                raise PolytileError(f"no such schedule file: {path}")
+            text = path.read_text()
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise PolytileError(f"schedule is not valid JSON: {e}") from None
+    if isinstance(spec, dict):
+        if "steps" not in spec:
+            raise PolytileError("schedule JSON has no 'steps' list")
+        spec = spec["steps"]
+    if not isinstance(spec, (list, tuple)):
+        raise PolytileError(f"cannot read a schedule from {type(spec).__name__}")
+    return tuple(s if isinstance(s, Step) else Step.from_json(s) for s in spec)
+
+
+def replay(scop: Scop, dependences: deps_mod.Dependences, steps: Sequence[Step]) -> Schedule:
+    """Rebuild a schedule on ``scop`` from its steps (the first may name the base schedule)."""
+    steps = list(steps)
+    base = steps.pop(0) if steps and steps[0].op == "base" else Step.make("base", kind="original")
+    kw = base.kwargs()
+    if kw.get("kind", "original") == "isl":
+        s = sched_mod.automatic(scop, dependences, kw.get("fusion", "smart"))
+    elif kw.get("kind", "original") == "original":
+        s = sched_mod.initial(scop, dependences)
+    else:
+        raise PolytileError(f"unknown base schedule {kw.get('kind')!r} (use 'original' or 'isl')")
+    for st in steps:
+        s = sched_mod.apply_step(s, st)
+    return s
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,7 +165,7 @@ class Specialization:
     bound: Any
     scop: Scop
     deps: deps_mod.Dependences
-    schedule: isl.Schedule
+    schedule: Schedule
     source: KernelSource
     library_path: Optional[Path] = None
     function: Any = None
@@ -124,12 +177,20 @@ def _stage(name: str, t0: float, detail=None, level: int = 2) -> None:
         debug_log(level, name, detail)
 
 
-def default_schedule(scop: Scop, dependences: deps_mod.Dependences, options: Options) -> isl.Schedule:
-    """Program order with the outermost dependence-free loop of each nest marked parallel."""
-    sched = scop.schedule
-    if options.parallel:
-        sched = mark_outermost_parallel(sched, dependences.all(include_reductions=True))
-    return sched
+def default_schedule(scop: Scop, dependences: deps_mod.Dependences, options: Options) -> Schedule:
+    """The schedule a kernel is compiled with.
+
+    A user schedule's steps are replayed; otherwise program order (or isl's
+    scheduler with ``fusion``) with the outermost dependence-free loop of
+    each nest marked parallel.
+    """
+    if options.schedule is not None:
+        return replay(scop, dependences, options.schedule)
+    if options.fusion is not None:
+        s = sched_mod.automatic(scop, dependences, options.fusion)
+    else:
+        s = sched_mod.initial(scop, dependences)
+    return sched_mod.auto_parallel(s) if options.parallel else s
 
 
 def specialize(program: ir.Program, shapes, dtypes, options: Options, *, build: bool = True) -> Specialization:
@@ -145,9 +206,9 @@ def specialize(program: ir.Program, shapes, dtypes, options: Options, *, build: 
     _stage("deps", t0, dependences.describe)
     t0 = time.perf_counter()
     sched = default_schedule(scop, dependences, options)
-    _stage("schedule", t0, lambda: str(sched))
+    _stage("schedule", t0, lambda: sched.describe())
     t0 = time.perf_counter()
-    source = generate_c(scop, sched, header=str(program))
+    source = generate_c(scop, sched.tree(), header=str(program))
     _stage("codegen", t0, source.text, level=3)
     if not build:
         return Specialization(bound, scop, dependences, sched, source)

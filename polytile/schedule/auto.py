@@ -1,0 +1,137 @@
+"""Automatic scheduling with isl's scheduler (Pluto-style), and import of any isl schedule.
+
+Constraints given to ``isl_schedule_constraints_compute_schedule``:
+
+* validity    -- every dependence except reductions (aggregations may be reordered)
+* proximity   -- every dependence (keep producers and consumers close: fusion, locality)
+* coincidence -- every dependence including reductions (coincident = parallel without help)
+
+Fusion choices, as in Pluto's ``--nofuse / --smartfuse / --maxfuse``, map to
+isl context options:
+
+=========  =====================================================================
+``none``   ``schedule_serialize_sccs = 1``: each strongly connected component alone
+``smart``  ``schedule_whole_component = 1``: fuse a component only if it all fits one band
+``max``    ``schedule_whole_component = 0`` (incremental clustering), ``schedule_maximize_band_depth = 1``
+=========  =====================================================================
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Dict, List, Optional
+
+import islpy as isl
+
+from ..deps import Dependences
+from ..errors import ScheduleError
+from ..poly.scop import Scop
+from .core import Schedule, Step, StmtSchedule, _dim_constant
+
+FUSION = ("none", "smart", "max")
+
+_OPTIONS = {
+    "none": {"schedule_serialize_sccs": 1, "schedule_whole_component": 1, "schedule_maximize_band_depth": 0},
+    "smart": {"schedule_serialize_sccs": 0, "schedule_whole_component": 1, "schedule_maximize_band_depth": 0},
+    "max": {"schedule_serialize_sccs": 0, "schedule_whole_component": 0, "schedule_maximize_band_depth": 1},
+}
+
+
+@contextmanager
+def _isl_options(ctx: isl.Context, options: Dict[str, int]):
+    """Set isl context options for one call and restore them (the context is shared)."""
+    old = {k: getattr(ctx, f"get_{k}")() for k in options}
+    try:
+        for k, v in options.items():
+            getattr(ctx, f"set_{k}")(v)
+        yield
+    finally:
+        for k, v in old.items():
+            getattr(ctx, f"set_{k}")(v)
+
+
+def isl_schedule(scop: Scop, deps: Dependences, fusion: str = "smart") -> isl.Schedule:
+    """isl's schedule tree for ``scop`` under a fusion choice."""
+    if fusion not in FUSION:
+        raise ScheduleError(f"unknown fusion choice {fusion!r}; use one of {', '.join(FUSION)}")
+    validity = deps.all(include_reductions=False)
+    everything = deps.all(include_reductions=True)
+    sc = (isl.ScheduleConstraints.on_domain(scop.domain)
+          .set_validity(validity).set_proximity(everything).set_coincidence(everything))
+    with _isl_options(scop.domain.get_ctx(), _OPTIONS[fusion]):
+        return sc.compute_schedule()
+
+
+def automatic(scop: Scop, deps: Dependences, fusion: str = "smart", *, parallel_reductions: bool = True) -> Schedule:
+    """A :class:`Schedule` from isl's scheduler (legality re-checked)."""
+    tree = isl_schedule(scop, deps, fusion)
+    s = from_flat(scop, deps, tree.get_map(), Step.make("base", kind="isl", fusion=fusion),
+                  parallel_reductions=parallel_reductions)
+    return s.check(f"isl scheduler (fusion={fusion})")
+
+
+def from_flat(scop: Scop, deps: Dependences, flat: isl.UnionMap, base: Step, *,
+              parallel_reductions: bool = True) -> Schedule:
+    """Import a flat schedule ``{ S[x] -> [t...] }`` into 2d+1 form.
+
+    A dimension constant for every statement is a β (sequence) position;
+    others are loops.  Fillers (constant 0) restore the β/α alternation.  A
+    loop is named after the iterator it equals, else ``t<k>``.
+    """
+    maps: Dict[str, isl.Map] = {}
+    flat.foreach_map(lambda m: maps.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
+    names = [s.name for s in scop.statements]
+    missing = [n for n in names if n not in maps]
+    if missing:
+        raise ScheduleError(f"schedule has no time for statement(s) {', '.join(missing)}")
+    n = max(m.dim(isl.dim_type.out) for m in maps.values()) if maps else 0
+    # Pad to a common dimension count.
+    for k in names:
+        m = maps[k]
+        extra = n - m.dim(isl.dim_type.out)
+        if extra:
+            m = m.add_dims(isl.dim_type.out, extra)
+            for d in range(n - extra, n):
+                m = m.fix_val(isl.dim_type.out, d, isl.Val.zero(m.get_ctx()))
+        maps[k] = m.intersect_domain(scop.statement(k).domain)
+    kinds = []
+    for d in range(n):
+        kinds.append("beta" if all(_dim_constant(maps[k], d) is not None for k in names) else "alpha")
+    # Build the index list of the canonical form: -1 is a filler dimension.
+    order: List[int] = []
+    for d, kind in enumerate(kinds):
+        want = "beta" if len(order) % 2 == 0 else "alpha"
+        if kind != want:
+            order.append(-1)
+        order.append(d)
+    if len(order) % 2 == 0:
+        order.append(-1)
+    t = [f"t{d}" for d in range(n)]
+    outs = [t[d] if d >= 0 else "0" for d in order]
+    remap = isl.Map(f"{{ [{', '.join(t)}] -> [{', '.join(outs)}] }}")
+    stmts = []
+    for st in scop.statements:
+        m = maps[st.name].apply_range(remap)
+        nm: List[Optional[str]] = []
+        taken = set()
+        for pos, d in enumerate(order):
+            if pos % 2 == 0 or d < 0 or _dim_constant(m, pos) is not None:
+                nm.append(None)
+                continue
+            name = _iterator_name(m, pos, st.iters) or f"t{pos // 2}"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            nm.append(name)
+        stmts.append((st.name, StmtSchedule(m, tuple(nm))))
+    return Schedule(scop, deps, tuple(stmts), frozenset(), (base,), parallel_reductions)
+
+
+def _iterator_name(m: isl.Map, pos: int, iters) -> Optional[str]:
+    """The iterator that time dimension ``pos`` equals on the whole domain, if any."""
+    pa = isl.PwMultiAff.from_map(m).get_pw_aff(pos)
+    dom = m.domain()
+    for k, it in enumerate(iters):
+        var = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(dom.get_space()), isl.dim_type.set, k)
+        if dom.is_subset(pa.sub(var.intersect_domain(dom)).zero_set()):
+            return it
+    return None

@@ -1,0 +1,500 @@
+"""Schedules as data: per-statement affine schedules, loop names, marks, and the steps that made them.
+
+Representation
+--------------
+Every statement ``S`` has a *flat* schedule, an isl map into a time vector
+shared by all statements, in the "2d+1" form of Kelly/Pugh and CLooG::
+
+    S0[i, j, k] -> [0, i, 0, j, 0, k, 0]        β0 α1 β1 α2 β2 α3 β3
+    E1[a, b]    -> [1, a, 0, b, 0, 0, 0]
+
+Odd positions (α) are loops, even positions (β) are constants that order the
+statements sharing the loops outside them.  Two statements share a loop at
+α position ``d`` when their β values agree at every β position before ``d``
+(that is what *fusion* means here).  Each α position of a statement has a
+*name* (``i``, ``i_t`` for its tile loop, ``None`` for padding); users and
+steps address loops as ``(statement, name)``.  Tiling inserts
+``floor(i/32)`` dimensions, skewing replaces ``j`` with ``j + i``, and so on:
+every transformation is an isl map applied to the time vectors of the
+statements that share the transformed loops.
+
+Legality
+--------
+A schedule ``θ`` respects a dependence relation ``D`` (source -> sink) when
+every pair runs in order: ``D ⊆ { a -> b : θ(a) ≺ θ(b) }``.  Reduction
+dependences (a Tile aggregation onto its own cell) are left out, because
+aggregations may be reordered; they still forbid running a loop in parallel
+unless the loop is given a reduction clause.  A loop at position ``d`` of a
+group ``G`` of statements is parallel when no dependence between instances
+of ``G`` with equal time prefix ``θ[0..d-1]`` has different ``θ[d]``.
+
+The isl schedule *tree* (with ``mark`` nodes for parallel / simd / unroll /
+local buffers) is derived from this data on demand, for code generation and
+for isl's YAML text.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+import islpy as isl
+
+from ..deps import Dependences
+from ..errors import IllegalSchedule, ScheduleError
+from ..poly.scop import Scop, Statement
+
+FORMAT_VERSION = 1
+
+# Mark kinds a loop can carry.
+PARALLEL = "parallel"
+SIMD = "simd"
+UNROLL = "unroll"
+MARK_KINDS = (PARALLEL, SIMD, UNROLL)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One transformation step: ``Step("tile", (("stmt", "S0"), ("sizes", {"i": 32})))``.
+
+    Steps are small frozen data; a schedule is the replay of its steps on a
+    base schedule, so they can be stored, diffed, hashed and replayed on
+    other shapes.
+    """
+
+    op: str
+    args: Tuple[Tuple[str, Any], ...] = ()
+
+    @classmethod
+    def make(cls, op: str, **args) -> "Step":
+        return cls(op, tuple((k, _freeze(v)) for k, v in args.items()))
+
+    def kwargs(self) -> Dict[str, Any]:
+        return {k: _thaw(v) for k, v in self.args}
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"op": self.op, **self.kwargs()}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Step":
+        if not isinstance(d, Mapping) or "op" not in d:
+            raise ScheduleError(f"a schedule step must be an object with an 'op' field, got {d!r}")
+        args = {k: v for k, v in d.items() if k != "op"}
+        return cls.make(str(d["op"]), **args)
+
+    def __str__(self) -> str:
+        return f"{self.op}({', '.join(f'{k}={_thaw(v)!r}' for k, v in self.args)})"
+
+
+def _freeze(v):
+    if isinstance(v, dict):
+        return ("__dict__", tuple((k, _freeze(x)) for k, x in v.items()))
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+def _thaw(v):
+    if isinstance(v, tuple) and len(v) == 2 and v[0] == "__dict__":
+        return {k: _thaw(x) for k, x in v[1]}
+    if isinstance(v, tuple):
+        return [_thaw(x) for x in v]
+    return v
+
+
+@dataclass(frozen=True, eq=False)
+class StmtSchedule:
+    """One statement's time map and the names of its α (loop) positions."""
+
+    map: isl.Map
+    names: Tuple[Optional[str], ...]  # per time dimension; None for β and padding
+
+    def loops(self) -> List[Tuple[int, str]]:
+        """``[(dim, name), ...]`` of this statement's loops, outermost first."""
+        return [(d, n) for d, n in enumerate(self.names) if n is not None]
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """An immutable schedule of a Scop (see the module docstring).
+
+    >>> # s = polytile.schedule("examples/matmul.tile", dims="M=64,N=64,K=64")
+    >>> # s2 = s.tile("C", i=32, j=32).parallel("C", "i_t")
+    >>> # s2.steps -> (Step('base'...), Step('tile'...), Step('parallel'...))
+    """
+
+    scop: Scop
+    deps: Dependences
+    stmts: Tuple[Tuple[str, StmtSchedule], ...]
+    marks: FrozenSet[Tuple[str, str, str, Any]] = frozenset()  # (stmt, loop name, kind, arg)
+    steps: Tuple[Step, ...] = ()
+    parallel_reductions: bool = True  # the target can give threads private accumulators
+
+    # -- access ---------------------------------------------------------------
+    @property
+    def table(self) -> Dict[str, StmtSchedule]:
+        return dict(self.stmts)
+
+    @property
+    def n_dims(self) -> int:
+        return len(self.stmts[0][1].names) if self.stmts else 0
+
+    def resolve(self, ref: str) -> str:
+        """A statement name from ``S0`` or from a Tile tensor name (its main statement)."""
+        names = [s.name for s in self.scop.statements]
+        if ref in names:
+            return ref
+        cands = [s for s in self.scop.statements if s.origin == ref]
+        for kind in ("contract", "elementwise", "c"):
+            for s in cands:
+                if s.kind == kind:
+                    return s.name
+        if cands:
+            return cands[-1].name
+        raise ScheduleError(f"no statement or tensor named {ref!r}; statements: "
+                            + ", ".join(f"{s.name} ({s.origin})" if s.origin else s.name for s in self.scop.statements))
+
+    def loop_dim(self, stmt: str, loop: str) -> int:
+        """Time dimension of loop ``loop`` of statement ``stmt``."""
+        ss = self.table[stmt]
+        for d, n in ss.loops():
+            if n == loop:
+                return d
+        raise ScheduleError(f"statement {stmt} has no loop {loop!r}; its loops are "
+                            + (", ".join(n for _, n in ss.loops()) or "(none)"))
+
+    def loop_names(self, stmt: str) -> List[str]:
+        return [n for _, n in self.table[stmt].loops()]
+
+    def time_map(self) -> isl.UnionMap:
+        """``{ S[x] -> [t...] }`` for all statements (the flat schedule)."""
+        um = isl.UnionMap.empty(self.scop.domain.get_space())
+        for _, ss in self.stmts:
+            um = um.union(isl.UnionMap.from_map(ss.map))
+        return um
+
+    def constant(self, stmt: str, dim: int) -> Optional[int]:
+        """The value of time dimension ``dim`` for ``stmt`` if it is a constant (a β position)."""
+        return _dim_constant(self.table[stmt].map, dim)
+
+    def group(self, stmt: str, dim: int) -> List[str]:
+        """Statements sharing every loop of ``stmt`` outside ``dim`` (same β values before ``dim``)."""
+        me = self.table[stmt]
+        out = []
+        for name, ss in self.stmts:
+            same = True
+            for d in range(0, dim):
+                if me.names[d] is None and (d % 2 == 0):
+                    if _dim_constant(ss.map, d) != _dim_constant(me.map, d):
+                        same = False
+                        break
+            if same:
+                out.append(name)
+        return out
+
+    # -- legality -------------------------------------------------------------
+    def violations(self, deps: Optional[isl.UnionMap] = None) -> isl.UnionMap:
+        """Dependence pairs this schedule runs in the wrong order (empty when legal)."""
+        d = self.deps.all(include_reductions=False) if deps is None else deps
+        theta = self.time_map()
+        ordered = theta.lex_lt_union_map(theta)
+        return d.subtract(ordered)
+
+    def carried(self, group: Sequence[str], dim: int, deps: isl.UnionMap) -> isl.UnionMap:
+        """Pairs of ``deps`` among ``group`` with equal time before ``dim`` and different at ``dim``."""
+        theta = isl.UnionMap.empty(self.scop.domain.get_space())
+        for name in group:
+            theta = theta.union(isl.UnionMap.from_map(self.table[name].map))
+        dom = theta.domain()
+        d = deps.intersect_domain(dom).intersect_range(dom)
+        if d.is_empty():
+            return d
+        n = self.n_dims
+        prefix = _project_range(theta, 0, dim, n)
+        at = _project_range(theta, dim, 1, n)
+        same_prefix = prefix.apply_range(prefix.reverse())
+        differ_at = at.apply_range(_neq_1d()).apply_range(at.reverse())
+        return d.intersect(same_prefix).intersect(differ_at)
+
+    def check(self, what: str) -> "Schedule":
+        """Raise :class:`IllegalSchedule` if any dependence or mark is violated; else self."""
+        viol = self.violations()
+        if not viol.is_empty():
+            raise IllegalSchedule(self._explain(what, viol, "would run a dependence's sink before its source"))
+        for stmt, loop, kind, arg in sorted(self.marks, key=str):
+            if kind in (PARALLEL, SIMD):
+                self._check_parallel(what, stmt, loop, kind, arg)
+        return self
+
+    def _check_parallel(self, what: str, stmt: str, loop: str, kind: str, arg) -> None:
+        dim = self.loop_dim(stmt, loop)
+        group = self.group(stmt, dim)
+        reduction_ok = kind == PARALLEL and bool(arg) and self.parallel_reductions
+        deps = self.deps.all(include_reductions=not reduction_ok)
+        carried = self.carried(group, dim, deps)
+        if not carried.is_empty():
+            red = self.carried(group, dim, self.deps.reduction)
+            hint = ""
+            if not red.is_empty() and carried.subtract(self.deps.reduction).is_empty():
+                hint = (" (only reduction dependences are carried: request a reduction, "
+                        "e.g. parallel(..., reduction=True), on a target that supports it)"
+                        if self.parallel_reductions and kind == PARALLEL else
+                        " (the loop carries a reduction and this target has no parallel reductions)")
+            raise IllegalSchedule(self._explain(
+                what, carried, f"loop {loop!r} of {stmt} carries a dependence, so it cannot be {kind}{hint}"))
+
+    def _explain(self, what: str, pairs: isl.UnionMap, why: str) -> str:
+        """Name the violated dependence (kind, statements, isl text) and one concrete pair."""
+        kinds = [("flow (RAW)", self.deps.flow), ("anti (WAR)", self.deps.anti), ("output (WAW)", self.deps.output)]
+        kind = "dependence"
+        rel = pairs
+        for k, r in kinds:
+            inter = pairs.intersect(r)
+            if not inter.is_empty():
+                kind, rel = k, inter
+                break
+        maps: List[isl.Map] = []
+        rel.foreach_map(maps.append)
+        m = maps[0]
+        src = m.get_tuple_name(isl.dim_type.in_)
+        snk = m.get_tuple_name(isl.dim_type.out)
+        pt = m.sample_point()
+        a = [pt.get_coordinate_val(isl.dim_type.in_, d).to_python() for d in range(m.dim(isl.dim_type.in_))]
+        b = [pt.get_coordinate_val(isl.dim_type.out, d).to_python() for d in range(m.dim(isl.dim_type.out))]
+        ta = _time_of(self.table[src].map, a)
+        tb = _time_of(self.table[snk].map, b)
+        full = self.deps.all().intersect(isl.UnionMap.from_map(
+            isl.Map.universe(m.get_space()))).coalesce()
+        return (f"{what} is illegal: {why}.\n"
+                f"  violated {kind} dependence {src} -> {snk}: {full}\n"
+                f"  e.g. {src}[{', '.join(map(str, a))}] (time {ta}) must run before "
+                f"{snk}[{', '.join(map(str, b))}] (time {tb})")
+
+    # -- derived trees --------------------------------------------------------
+    def tree(self) -> isl.Schedule:
+        """The isl schedule tree, with marks, equivalent to this schedule."""
+        return isl.Schedule(self.tree_text(), context=self.scop.domain.get_ctx())
+
+    def tree_text(self) -> str:
+        dom = str(self.scop.domain)
+        names = [n for n, _ in self.stmts]
+        if not names:
+            return f'{{ domain: "{dom}" }}'
+        child = self._subtree(names, 0)
+        return f'{{ domain: "{dom}"' + (f", child: {child}" if child else "") + " }"
+
+    def _filter(self, group: Sequence[str]) -> str:
+        return "; ".join(str(self.scop.statement(n).domain).strip("{} ") for n in group)
+
+    def _subtree(self, group: List[str], dim: int) -> str:
+        n = self.n_dims
+        while dim < n:
+            values = {name: _dim_constant(self.table[name].map, dim) for name in group}
+            if all(v is not None for v in values.values()):
+                distinct = sorted(set(values.values()))
+                if len(distinct) == 1:
+                    dim += 1
+                    continue
+                kids = []
+                for v in distinct:
+                    sub = [g for g in group if values[g] == v]
+                    inner = self._subtree(sub, dim + 1)
+                    kids.append(f'{{ filter: "{{ {self._filter(sub)} }}"' + (f", child: {inner}" if inner else "") + " }")
+                return "{ sequence: [ " + ", ".join(kids) + " ] }"
+            # A loop: one-member band, wrapped in the marks its statements carry.
+            parts = []
+            for name in group:
+                pa = isl.PwMultiAff.from_map(self.table[name].map).get_pw_aff(dim)
+                parts.append(str(pa).strip("{} "))
+            band = f'{{ schedule: "[{{ {"; ".join(parts)} }}]"'
+            inner = self._subtree(group, dim + 1)
+            inner = self._wrap_locals(group, dim, inner)
+            text = band + (f", child: {inner}" if inner else "") + " }"
+            for mark in self._marks_at(group, dim):
+                text = f'{{ mark: "{mark}", child: {text} }}'
+            return text
+        return ""
+
+    def _marks_at(self, group: Sequence[str], dim: int) -> List[str]:
+        found: Dict[str, Any] = {}
+        for stmt, loop, kind, arg in self.marks:
+            if stmt in group and self.table[stmt].names[dim] == loop:
+                found[kind] = arg
+        out = []
+        if PARALLEL in found:
+            red = self._reduction_clause(group, dim) if found[PARALLEL] else ""
+            out.append(PARALLEL + (f" {red}" if red else ""))
+        if SIMD in found:
+            out.append(SIMD)
+        if UNROLL in found:
+            out.append(f"{UNROLL} {int(found[UNROLL])}")
+        return out
+
+    def _reduction_clause(self, group: Sequence[str], dim: int) -> str:
+        """``op:array,...`` for reductions whose dependences this loop carries."""
+        items = []
+        for name in group:
+            st = self.scop.statement(name)
+            if not st.is_reduction:
+                continue
+            red = self.carried([name], dim, self.deps.reduction)
+            if not red.is_empty():
+                items.append(f"{st.body.reduce}:{st.body.array}")
+        return ",".join(sorted(set(items)))
+
+    def _wrap_locals(self, group: Sequence[str], dim: int, inner: str) -> str:
+        for arr in self.local_arrays(group, dim):
+            inner = f'{{ mark: "local {arr}", child: {inner} }}' if inner else inner
+        return inner
+
+    def local_arrays(self, group: Sequence[str], dim: int) -> List[str]:
+        """Temporaries that can live in a scalar inside loop ``dim`` of ``group`` (array contraction)."""
+        from .contract import contractible  # local import: contract builds on this module
+
+        return contractible(self, group, dim)
+
+    # -- printing -------------------------------------------------------------
+    def describe(self) -> str:
+        """Readable loop tree: loops with their marks, statements at the leaves."""
+        lines: List[str] = []
+        self._describe(sorted((n for n, _ in self.stmts), key=self._order_key), 0, 0, lines)
+        head = [f"schedule of {self.scop.name}" + (" (" + " -> ".join(str(s) for s in self.steps) + ")" if self.steps else "")]
+        return "\n".join(head + lines)
+
+    def _order_key(self, name: str):
+        """Sort key: the statement's earliest time vector."""
+        pt = self.table[name].map.range().lexmin()
+        if pt.is_empty():
+            return [0] * self.n_dims
+        p = pt.sample_point()
+        return [p.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(self.n_dims)]
+
+    def _describe(self, group: List[str], dim: int, indent: int, lines: List[str]) -> None:
+        n = self.n_dims
+        while dim < n:
+            values = {g: _dim_constant(self.table[g].map, dim) for g in group}
+            if all(v is not None for v in values.values()):
+                distinct = sorted(set(values.values()))
+                if len(distinct) > 1:
+                    for v in distinct:
+                        self._describe([g for g in group if values[g] == v], dim + 1, indent, lines)
+                    return
+                dim += 1
+                continue
+            loops = sorted({self.table[g].names[dim] for g in group if self.table[g].names[dim]})
+            marks = self._marks_at(group, dim)
+            locs = self.local_arrays(group, dim)
+            rng = _value_range([self.table[g].map for g in group], dim)
+            note = "".join(f"  [{m}]" for m in marks) + "".join(f"  [local {a}]" for a in locs)
+            lines.append("  " * indent + f"for {'/'.join(loops)} in {rng}:{note}")
+            self._describe(group, dim + 1, indent + 1, lines)
+            return
+        for g in sorted(group, key=self._order_key):
+            st = self.scop.statement(g)
+            lines.append("  " * indent + f"{g}: {st.text or st.kind}")
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    # -- serialisation --------------------------------------------------------
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "polytile_schedule": FORMAT_VERSION,
+            "scop": self.scop.name,
+            "steps": [s.to_json() for s in self.steps],
+            "tree": self.tree_text(),
+            "statements": {name: {"map": str(ss.map), "names": list(ss.names)} for name, ss in self.stmts},
+            "marks": sorted([list(m) for m in self.marks], key=str),
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2)
+
+    def with_(self, **changes) -> "Schedule":
+        return replace(self, **changes)
+
+
+# ---------------------------------------------------------------------------
+# isl helpers
+# ---------------------------------------------------------------------------
+
+
+def _dim_constant(m: isl.Map, dim: int) -> Optional[int]:
+    """The single value of output dimension ``dim`` over the map's domain, else None."""
+    n = m.dim(isl.dim_type.out)
+    r = m.range()
+    vals = r.project_out(isl.dim_type.set, dim + 1, n - dim - 1).project_out(isl.dim_type.set, 0, dim)
+    if vals.is_empty():
+        return 0
+    if not vals.is_singleton():
+        return None
+    pt = vals.sample_point()
+    return int(pt.get_coordinate_val(isl.dim_type.set, 0).to_python())
+
+
+def _value_range(maps: Sequence[isl.Map], dim: int) -> str:
+    """``[lo, hi]`` of time dimension ``dim`` over all the maps' domains."""
+    vals = None
+    for m in maps:
+        n = m.dim(isl.dim_type.out)
+        v = m.range().project_out(isl.dim_type.set, dim + 1, n - dim - 1).project_out(isl.dim_type.set, 0, dim)
+        vals = v if vals is None else vals.union(v)
+    if vals is None or vals.is_empty():
+        return "[]"
+    lo = vals.lexmin().sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
+    hi = vals.lexmax().sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
+    return f"[{lo}, {hi}]"
+
+
+def _project_range(um: isl.UnionMap, first: int, count: int, n: int) -> isl.UnionMap:
+    names = [f"t{d}" for d in range(n)]
+    keep = names[first:first + count]
+    proj = isl.UnionMap(f"{{ [{', '.join(names)}] -> [{', '.join(keep)}] }}")
+    return um.apply_range(proj)
+
+
+def _neq_1d() -> isl.UnionMap:
+    return isl.UnionMap("{ [a] -> [b] : a < b or a > b }")
+
+
+def _time_of(m: isl.Map, point: Sequence[int]) -> List[int]:
+    n_in = m.dim(isl.dim_type.in_)
+    names = [f"x{d}" for d in range(n_in)]
+    cons = " and ".join(f"{x} = {v}" for x, v in zip(names, point)) or "true"
+    tup = m.get_tuple_name(isl.dim_type.in_)
+    at = isl.Set(f"{{ {tup}[{', '.join(names)}] : {cons} }}")
+    img = at.apply(m)
+    if img.is_empty():
+        return []
+    pt = img.sample_point()
+    return [int(pt.get_coordinate_val(isl.dim_type.set, d).to_python()) for d in range(img.dim(isl.dim_type.set))]
+
+
+def range_map(n_in: int, outputs: Sequence[str], names: Optional[Sequence[str]] = None) -> isl.Map:
+    """``{ [t0, ..., t(n-1)] -> [outputs...] }`` from expressions over ``t0..``."""
+    ins = list(names) if names else [f"t{d}" for d in range(n_in)]
+    return isl.Map(f"{{ [{', '.join(ins)}] -> [{', '.join(outputs)}] }}")
+
+
+def initial(scop: Scop, deps: Dependences, *, parallel_reductions: bool = True) -> Schedule:
+    """The original program order in 2d+1 form: statement k runs after statements < k.
+
+    ``S_k[x0..x(r-1)] -> [k, x0, 0, x1, 0, ..., 0]`` padded to the deepest nest.
+    """
+    depth = max((len(s.iters) for s in scop.statements), default=0)
+    n = 2 * depth + 1
+    stmts = []
+    for k, s in enumerate(scop.statements):
+        outs = [str(k)]
+        names: List[Optional[str]] = [None]
+        for d in range(depth):
+            if d < len(s.iters):
+                outs += [s.iters[d], "0"]
+                names += [s.iters[d], None]
+            else:
+                outs += ["0", "0"]
+                names += [None, None]
+        m = isl.Map(f"{{ {s.name}[{', '.join(s.iters)}] -> [{', '.join(outs)}] }}").intersect_domain(s.domain)
+        stmts.append((s.name, StmtSchedule(m, tuple(names))))
+    return Schedule(scop, deps, tuple(stmts), frozenset(), (Step.make("base", kind="original"),),
+                    parallel_reductions)

@@ -1,0 +1,437 @@
+"""Schedule transformations: pure functions ``Schedule -> Schedule``, each legality-checked.
+
+Every function takes a schedule, a statement (``S0`` or a Tile tensor name
+such as ``C``) and loop names, and returns a *new* schedule with one more
+:class:`~polytile.schedule.core.Step`, or raises
+:class:`~polytile.errors.IllegalSchedule` naming the violated dependence and
+a pair of iterations that would run in the wrong order.
+
+A transformation of a loop applies to every statement that shares that loop
+(same β values outside it), so fused nests stay fused.
+
+    >>> # s = interchange(s, "C", "j", "k")      C's nest i, j, k  ->  i, k, j
+    >>> # s = tile(s, "C", {"i": 32, "j": 32})    -> i_t, j_t, i, j, k  (tile loops named *_t)
+    >>> # s = parallel(s, "C", "i_t")             -> #pragma omp parallel for on i_t
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import islpy as isl
+
+from ..errors import ScheduleError
+from .core import PARALLEL, SIMD, UNROLL, Schedule, Step, StmtSchedule, _dim_constant, range_map
+
+
+# ---------------------------------------------------------------------------
+# mechanics
+# ---------------------------------------------------------------------------
+
+
+def _apply(s: Schedule, targets: Sequence[str], outs: Sequence[str],
+           names_for, others_outs: Optional[Sequence[str]] = None, others_names=None) -> Tuple:
+    """Apply ``{ [t..] -> [outs] }`` to ``targets`` (and ``others_outs`` to the rest)."""
+    n = s.n_dims
+    m_t = range_map(n, outs)
+    m_o = range_map(n, others_outs) if others_outs is not None else None
+    new = []
+    for name, ss in s.stmts:
+        if name in targets:
+            new.append((name, StmtSchedule(ss.map.apply_range(m_t), tuple(names_for(name, ss)))))
+        elif m_o is not None:
+            new.append((name, StmtSchedule(ss.map.apply_range(m_o), tuple(others_names(name, ss)))))
+        else:
+            new.append((name, ss))
+    return tuple(new)
+
+
+def _t(n: int) -> List[str]:
+    return [f"t{d}" for d in range(n)]
+
+
+def _fresh(names: Sequence[Optional[str]], base: str) -> str:
+    taken = {n for n in names if n}
+    if base not in taken:
+        return base
+    k = 1
+    while f"{base}{k}" in taken:
+        k += 1
+    return f"{base}{k}"
+
+
+def _finish(s: Schedule, stmts, step: Step, marks=None) -> Schedule:
+    out = s.with_(stmts=stmts, steps=s.steps + (step,), marks=s.marks if marks is None else marks)
+    return out.check(str(step))
+
+
+def _loops_in(s: Schedule, stmt: str) -> List[Tuple[int, str]]:
+    return s.table[stmt].loops()
+
+
+# ---------------------------------------------------------------------------
+# loop order
+# ---------------------------------------------------------------------------
+
+
+def reorder(s: Schedule, stmt: str, order: Sequence[str]) -> Schedule:
+    """Permute loops of ``stmt``'s nest: the named loops take the listed order in the same positions.
+
+    >>> # reorder(s, "C", ["k", "i", "j"])   i, j, k -> k, i, j
+    """
+    st = s.resolve(stmt)
+    order = list(order)
+    if len(set(order)) != len(order):
+        raise ScheduleError(f"reorder: loop names repeat in {order}")
+    dims = sorted(s.loop_dim(st, l) for l in order)
+    src = [s.loop_dim(st, l) for l in order]  # the dimension that lands at dims[k]
+    n = s.n_dims
+    t = _t(n)
+    outs = list(t)
+    for pos, d in zip(dims, src):
+        outs[pos] = t[d]
+    group = s.group(st, dims[0])
+
+    def names(_, ss):
+        nm = list(ss.names)
+        for pos, d in zip(dims, src):
+            nm[pos] = ss.names[d]
+        return nm
+
+    return _finish(s, _apply(s, group, outs, names), Step.make("reorder", stmt=stmt, order=order))
+
+
+def interchange(s: Schedule, stmt: str, a: str, b: str) -> Schedule:
+    """Swap loops ``a`` and ``b`` of ``stmt`` (and of every statement sharing them)."""
+    st = s.resolve(stmt)
+    da, db = s.loop_dim(st, a), s.loop_dim(st, b)
+    n = s.n_dims
+    t = _t(n)
+    outs = list(t)
+    outs[da], outs[db] = t[db], t[da]
+    group = s.group(st, min(da, db))
+
+    def names(_, ss):
+        nm = list(ss.names)
+        nm[da], nm[db] = ss.names[db], ss.names[da]
+        return nm
+
+    return _finish(s, _apply(s, group, outs, names), Step.make("interchange", stmt=stmt, a=a, b=b))
+
+
+# ---------------------------------------------------------------------------
+# strip-mining and tiling
+# ---------------------------------------------------------------------------
+
+
+def _strip(s: Schedule, st: str, loops: Sequence[Tuple[str, int]], suffix: str, inner_suffix: Optional[str]):
+    """Insert ``floor(t_l / size_l)`` loops (each followed by a β 0) before the outermost of ``loops``."""
+    for l, size in loops:
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+            raise ScheduleError(f"tile/split size for loop {l!r} must be a positive integer, got {size!r}")
+    dims = [(s.loop_dim(st, l), size) for l, size in loops]
+    dims.sort()
+    p = dims[0][0]
+    n = s.n_dims
+    t = _t(n)
+    ins: List[str] = []
+    for d, size in dims:
+        ins += [f"floor({t[d]}/{size})", "0"]
+    outs = t[:p] + ins + t[p:]
+    others = t[:p] + ["0", "0"] * len(dims) + t[p:]
+    group = s.group(st, p)
+
+    def names(_, ss):
+        new: List[Optional[str]] = []
+        for d, _size in dims:
+            base = ss.names[d]
+            new += [_fresh(list(ss.names) + new, f"{base}{suffix}") if base else None, None]
+        rest = list(ss.names)
+        if inner_suffix:
+            for d, _size in dims:
+                if rest[d]:
+                    rest[d] = _fresh(rest + new, f"{rest[d]}{inner_suffix}")
+        return rest[:p] + new + rest[p:]
+
+    def other_names(_, ss):
+        return list(ss.names[:p]) + [None, None] * len(dims) + list(ss.names[p:])
+
+    return _apply(s, group, outs, names, others, other_names)
+
+
+def tile(s: Schedule, stmt: str, sizes: Union[Mapping[str, Union[int, Sequence[int]]], None] = None, **kw) -> Schedule:
+    """Tile loops of ``stmt``: ``tile(s, "C", {"i": 32, "j": 32})`` or ``tile(s, "C", i=32, j=32)``.
+
+    Tile loops ``i_t, j_t`` go outside the outermost tiled loop; the point
+    loops keep their names.  A list gives several levels, outermost first:
+    ``{"i": [64, 8]}`` yields ``i_t, i_t1, i``.
+    """
+    st = s.resolve(stmt)
+    sizes = dict(sizes or {}, **kw)
+    if not sizes:
+        raise ScheduleError("tile: give at least one loop size, e.g. tile(s, 'C', i=32)")
+    levels = max(len(v) if isinstance(v, (list, tuple)) else 1 for v in sizes.values())
+    cur = s
+    for lvl in range(levels):
+        loops = []
+        for l, v in sizes.items():
+            vs = list(v) if isinstance(v, (list, tuple)) else [v]
+            if lvl < len(vs):
+                loops.append((l, vs[lvl]))
+        stmts = _strip(cur, st, loops, "_t", None)
+        cur = cur.with_(stmts=stmts)
+    step = Step.make("tile", stmt=stmt, sizes={k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in sizes.items()})
+    return _finish(s, cur.stmts, step, _hoist_parallel(s, cur, st, list(sizes)))
+
+
+def _hoist_parallel(old: Schedule, new: Schedule, st: str, tiled: Sequence[str]):
+    """Move a parallel mark from a tiled loop to its outermost tile loop.
+
+    If point loop ``i`` carried no dependence, neither does ``floor(i/T)``,
+    and one parallel region around the tile loop beats one per tile.
+    """
+    marks = set(new.marks)
+    dims = sorted(old.loop_dim(st, l) for l in tiled)
+    p = dims[0]
+    for g in old.group(st, p):
+        for k, d in enumerate(dims):
+            name = old.table[g].names[d]
+            outer = new.table[g].names[p + 2 * k]
+            for m in [m for m in marks if m[0] == g and m[1] == name and m[2] == PARALLEL]:
+                if outer:
+                    marks.discard(m)
+                    marks.add((g, outer, PARALLEL, m[3]))
+    return frozenset(marks)
+
+
+def split(s: Schedule, stmt: str, loop: str, factor: int) -> Schedule:
+    """Strip-mine one loop: ``i`` -> ``i_o`` (steps of ``factor``) and ``i_i`` (within a step)."""
+    st = s.resolve(stmt)
+    stmts = _strip(s, st, [(loop, factor)], "_o", "_i")
+    return _finish(s, stmts, Step.make("split", stmt=stmt, loop=loop, factor=factor))
+
+
+# ---------------------------------------------------------------------------
+# affine changes of one loop
+# ---------------------------------------------------------------------------
+
+
+def skew(s: Schedule, stmt: str, loop: str, by: str, factor: int = 1) -> Schedule:
+    """``loop := loop + factor * by`` (e.g. make a stencil's space loop tileable with time)."""
+    st = s.resolve(stmt)
+    d, e = s.loop_dim(st, loop), s.loop_dim(st, by)
+    t = _t(s.n_dims)
+    outs = list(t)
+    outs[d] = f"{t[d]} + {int(factor)}*{t[e]}"
+    group = s.group(st, min(d, e))
+    return _finish(s, _apply(s, group, outs, lambda _, ss: ss.names),
+                   Step.make("skew", stmt=stmt, loop=loop, by=by, factor=int(factor)))
+
+
+def reverse(s: Schedule, stmt: str, loop: str) -> Schedule:
+    """Run ``loop`` backwards."""
+    st = s.resolve(stmt)
+    d = s.loop_dim(st, loop)
+    t = _t(s.n_dims)
+    outs = list(t)
+    outs[d] = f"-{t[d]}"
+    return _finish(s, _apply(s, s.group(st, d), outs, lambda _, ss: ss.names),
+                   Step.make("reverse", stmt=stmt, loop=loop))
+
+
+def shift(s: Schedule, stmt: str, loop: str, amount: int) -> Schedule:
+    """Shift ``stmt`` alone by ``amount`` iterations of ``loop`` relative to the statements it shares it with."""
+    st = s.resolve(stmt)
+    d = s.loop_dim(st, loop)
+    t = _t(s.n_dims)
+    outs = list(t)
+    outs[d] = f"{t[d]} + {int(amount)}"
+    return _finish(s, _apply(s, [st], outs, lambda _, ss: ss.names),
+                   Step.make("shift", stmt=stmt, loop=loop, amount=int(amount)))
+
+
+# ---------------------------------------------------------------------------
+# fusion and distribution
+# ---------------------------------------------------------------------------
+
+
+def _set_betas(s: Schedule, st: str, values: Mapping[int, int]) -> Tuple:
+    t = _t(s.n_dims)
+    outs = list(t)
+    for d, v in values.items():
+        outs[d] = str(int(v))
+    return _apply(s, [st], outs, lambda _, ss: ss.names)
+
+
+def fuse(s: Schedule, a: str, b: str, depth: Optional[int] = None, *, before: bool = False) -> Schedule:
+    """Move statement ``b`` into ``a``'s loop nest, sharing its outer ``depth`` loops.
+
+    ``b`` runs after ``a``'s remaining body inside the shared loops (or before
+    it with ``before=True``).  Loops are matched by position, so both nests
+    must have the same shape outside ``depth`` (tile/split both alike first).
+
+    >>> # matmul C (S0: i, j, k) then D = C + bias (E1: i0, i1):
+    >>> # fuse(s, "C", "D", 2)  ->  for i: for j: { for k: C += ...; D = C + bias }
+    """
+    sa, sb = s.resolve(a), s.resolve(b)
+    if sa == sb:
+        raise ScheduleError("fuse: a statement cannot be fused with itself")
+    la, lb = _loops_in(s, sa), _loops_in(s, sb)
+    if depth is None:
+        depth = min(len(la), len(lb))
+    if depth < 1 or depth > min(len(la), len(lb)):
+        raise ScheduleError(f"fuse: depth must be between 1 and {min(len(la), len(lb))} "
+                            f"({sa} has {len(la)} loops, {sb} has {len(lb)})")
+    for (da, na), (db, nb) in zip(la[:depth], lb[:depth]):
+        if da != db:
+            raise ScheduleError(f"fuse: loop {na!r} of {sa} and loop {nb!r} of {sb} are at different depths; "
+                                f"transform both nests alike (tile/split) before fusing")
+    p = la[depth - 1][0]
+    betas: Dict[int, int] = {}
+    for d in range(0, p, 2):
+        betas[d] = s.constant(sa, d) or 0
+    inner = p + 1
+    siblings = [g for g in s.group(sa, inner) if g != sb]
+    vals = [s.constant(g, inner) or 0 for g in siblings]
+    betas[inner] = (min(vals) - 1) if before else (max(vals) + 1)
+    stmts = _set_betas(s, sb, betas)
+    return _finish(s, stmts, Step.make("fuse", a=a, b=b, depth=depth, before=before))
+
+
+def distribute(s: Schedule, stmt: str, depth: int = 0) -> Schedule:
+    """Give ``stmt`` its own loop nest below its outer ``depth`` shared loops (inverse of fuse)."""
+    st = s.resolve(stmt)
+    loops = _loops_in(s, st)
+    if not 0 <= depth < max(len(loops), 1):
+        raise ScheduleError(f"distribute: depth must be in [0, {len(loops) - 1}] for {st}")
+    q = loops[depth][0] - 1 if loops else 0  # the β position just outside the loop being split off
+    parent = s.group(st, q)
+    v = s.constant(st, q) or 0
+    betas_for: Dict[str, int] = {}
+    for g in parent:
+        bg = s.constant(g, q)
+        if bg is None:
+            continue
+        if bg > v:
+            betas_for[g] = bg + 2
+        elif bg == v and g != st:
+            betas_for[g] = v if _runs_before(s, g, st, q + 1) else v + 2
+    betas_for[st] = v + 1
+    cur = s
+    for g, val in betas_for.items():
+        cur = cur.with_(stmts=_set_betas(cur, g, {q: val}))
+    return _finish(s, cur.stmts, Step.make("distribute", stmt=stmt, depth=depth))
+
+
+def _runs_before(s: Schedule, a: str, b: str, start: int) -> bool:
+    for d in range(start, s.n_dims):
+        ca, cb = _dim_constant(s.table[a].map, d), _dim_constant(s.table[b].map, d)
+        if ca is not None and cb is not None and ca != cb:
+            return ca < cb
+    return False
+
+
+# ---------------------------------------------------------------------------
+# marks
+# ---------------------------------------------------------------------------
+
+
+def _mark(s: Schedule, stmt: str, loop: str, kind: str, arg, step: Step, replace_kind: bool = True) -> Schedule:
+    st = s.resolve(stmt)
+    d = s.loop_dim(st, loop)
+    group = [g for g in s.group(st, d) if s.table[g].names[d]]
+    marks = set(s.marks)
+    for g in group:
+        name = s.table[g].names[d]
+        if replace_kind:
+            marks = {m for m in marks if not (m[0] == g and m[1] == name and m[2] == kind)}
+        marks.add((g, name, kind, arg))
+    return _finish(s, s.stmts, step, frozenset(marks))
+
+
+def parallel(s: Schedule, stmt: str, loop: str, *, reduction: bool = False) -> Schedule:
+    """Run ``loop`` as an OpenMP parallel loop.
+
+    Legal only if it carries no dependence; with ``reduction=True`` it may
+    carry reduction dependences, which become an OpenMP ``reduction`` clause
+    (each thread accumulates privately) -- only on targets that support it.
+    """
+    return _mark(s, stmt, loop, PARALLEL, bool(reduction),
+                 Step.make("parallel", stmt=stmt, loop=loop, reduction=bool(reduction)))
+
+
+def vectorize(s: Schedule, stmt: str, loop: str) -> Schedule:
+    """Mark the innermost loop ``loop`` as a SIMD loop (``#pragma omp simd``); it must carry no dependence."""
+    st = s.resolve(stmt)
+    d = s.loop_dim(st, loop)
+    inner = [n for dd, n in _loops_in(s, st) if dd > d]
+    if inner:
+        raise ScheduleError(f"vectorize: loop {loop!r} of {st} is not innermost (inside it: {', '.join(inner)})")
+    return _mark(s, stmt, loop, SIMD, True, Step.make("vectorize", stmt=stmt, loop=loop))
+
+
+def unroll(s: Schedule, stmt: str, loop: str, factor: int = 4) -> Schedule:
+    """Ask the C compiler to unroll ``loop`` by ``factor`` (``#pragma GCC unroll``)."""
+    if not isinstance(factor, int) or factor < 1:
+        raise ScheduleError(f"unroll: factor must be a positive integer, got {factor!r}")
+    return _mark(s, stmt, loop, UNROLL, int(factor), Step.make("unroll", stmt=stmt, loop=loop, factor=int(factor)))
+
+
+def unmark(s: Schedule, stmt: str, loop: str, kind: str = PARALLEL) -> Schedule:
+    """Remove a mark (parallel/simd/unroll) from a loop."""
+    st = s.resolve(stmt)
+    d = s.loop_dim(st, loop)
+    group = s.group(st, d)
+    names = {(g, s.table[g].names[d]) for g in group}
+    marks = frozenset(m for m in s.marks if not ((m[0], m[1]) in names and m[2] == kind))
+    return _finish(s, s.stmts, Step.make("unmark", stmt=stmt, loop=loop, kind=kind), marks)
+
+
+def auto_parallel(s: Schedule) -> Schedule:
+    """Mark, in every loop nest, the outermost loop that carries no dependence.
+
+    Reduction dependences count: a reduction loop is never made parallel
+    here (use :func:`parallel` with ``reduction=True`` for that).
+    """
+    marks = set(s.marks)
+    deps = s.deps.all(include_reductions=True)
+
+    def visit(group: List[str], dim: int) -> None:
+        while dim < s.n_dims:
+            vals = {g: s.constant(g, dim) for g in group}
+            if all(v is not None for v in vals.values()):
+                distinct = sorted(set(vals.values()))
+                if len(distinct) > 1:
+                    for v in distinct:
+                        visit([g for g in group if vals[g] == v], dim + 1)
+                    return
+                dim += 1
+                continue
+            if s.carried(group, dim, deps).is_empty():
+                for g in group:
+                    name = s.table[g].names[dim]
+                    if name:
+                        marks.add((g, name, PARALLEL, False))
+                return
+            dim += 1
+
+    visit([n for n, _ in s.stmts], 0)
+    return s.with_(marks=frozenset(marks), steps=s.steps + (Step.make("auto_parallel"),))
+
+
+TRANSFORMS = {
+    "interchange": interchange, "reorder": reorder, "tile": tile, "split": split, "skew": skew,
+    "reverse": reverse, "shift": shift, "fuse": fuse, "distribute": distribute, "parallel": parallel,
+    "vectorize": vectorize, "unroll": unroll, "unmark": unmark, "auto_parallel": auto_parallel,
+}
+
+
+def apply_step(s: Schedule, step: Step) -> Schedule:
+    """Replay one step (from JSON) on ``s``."""
+    fn = TRANSFORMS.get(step.op)
+    if fn is None:
+        raise ScheduleError(f"unknown schedule step {step.op!r}; known: {', '.join(sorted(TRANSFORMS))}")
+    kw = step.kwargs()
+    try:
+        return fn(s, **kw)
+    except TypeError as e:
+        raise ScheduleError(f"bad arguments for step {step}: {e}") from None
