@@ -294,6 +294,10 @@ def test_generated_programs_pass_the_static_checks(gen):
     ("function (A[N], B[M]) -> (O) { O[i : N] = +(A[i] * B[j - k]); }", [(3,), (4,)]),
     ("function (A[N]) -> (O) { O[i : 3] = >(A[i]), j - k < 2; }", [(4,)]),
     ("function (A[N]) -> (O) { O[] = +(A[(i + j) / 2]); }", [(4,)]),
+    # Found by the generator: unbounded i and k, and for N = 1 no integer point
+    # (2i + 2k + 1 = 0), so the error must not depend on the size.
+    ("function (A[N]) -> (O) { O[] = +(A[j] + A[2*i + j + 2*k + 1]); }", [(1,)]),
+    ("function (A[N]) -> (O) { O[] = +(A[j] + A[2*i + j + 2*k + 1]); }", [(3,)]),
 ])
 def test_unbounded_variable_refused_by_both(text, shapes):
     arrays = [np.ones(s) for s in shapes]
@@ -329,3 +333,19 @@ def test_injective_assignments_run():
     k = polytile.compile("function (A[N]) -> (O) { O[i / 2 : N] = =(A[i]), i < 2*N; }")
     # Only even i are in the domain: O[m] = A[2m] where 2m < N.
     np.testing.assert_array_equal(k(A), polytile.reference(k.program, A))
+
+
+@pytest.mark.parametrize("text, shapes", [
+    # Found by the generator: a scalar reduction whose loop over k was marked parallel.
+    ("function (A[N, M], B[K]) -> (O) { O[] = +(A[i, i - j] * B[k]); }", [(50, 1), (200000,)]),
+    ("function (A[D0, D0, D1], B[D0]) -> (O) { O[] = +(A[i, i, i + j] + B[k]); }", [(2, 2, 1), (2,)]),
+    ("function (A[M, N]) -> (O) { O[i : M] = +(A[i, j]); }", [(1, 100000)]),
+])
+def test_reductions_are_not_run_in_parallel_on_one_cell(text, shapes, rng):
+    arrays = [rng.integers(-4, 5, size=s).astype(np.float64) for s in shapes]
+    k = polytile.compile(text)
+    races = parallel_loop_races(k.source(*arrays))
+    assert not races, "parallel loops write one cell from several iterations:\n" + "\n".join(races)
+    want = polytile.reference(text, *arrays)
+    for _ in range(3):
+        np.testing.assert_array_equal(k(*arrays), want)
