@@ -14,33 +14,36 @@ from .errors import (  # noqa: E402
 )
 
 
-def _make_reference_callable() -> None:
-    """Let ``polytile.reference`` be both the oracle module and the API call.
+def _make_callable(module, api: str) -> None:
+    """Let ``polytile.<module>`` be both a module and the API call of the same name.
 
-    ``polytile.reference(source, *arrays)`` is the documented way to run the
-    oracle, and ``polytile.reference`` is also the module holding it; a
-    module whose class has ``__call__`` serves both without a second name.
+    ``polytile.reference(source, *arrays)`` and ``polytile.schedule(source,
+    dims=...)`` are the documented calls, and ``polytile.reference`` /
+    ``polytile.schedule`` are also the module and package implementing them;
+    a module whose class has ``__call__`` serves both without a second name.
     """
     import types
 
-    from . import reference as module
-
     class _CallableModule(types.ModuleType):
-        def __call__(self, source, *arrays, **named):
-            from .pipeline import reference as run_reference
+        def __call__(self, *args, **kwargs):
+            from . import pipeline
 
-            return run_reference(source, *arrays, **named)
+            return getattr(pipeline, api)(*args, **kwargs)
 
     module.__class__ = _CallableModule
 
 
-_make_reference_callable()
+from . import reference as _reference_module  # noqa: E402
+from . import schedule as _schedule_package  # noqa: E402
+
+_make_callable(_reference_module, "reference")
+_make_callable(_schedule_package, "schedule")
 
 
 def __getattr__(name):
     # The pipeline pulls in islpy, cgen and the frontends; import it on first use
     # so that `import polytile` (and `polytile --help`) stay fast.
-    if name in ("compile", "Kernel", "load_program", "shapes_from_dims"):
+    if name in ("compile", "Kernel", "load_program", "shapes_from_dims", "parse_dims"):
         from . import pipeline
         return getattr(pipeline, name)
     if name == "parse":

@@ -48,9 +48,14 @@ def load_program(source: SourceLike) -> ir.Program:
         prog = source
     elif isinstance(source, os.PathLike) or (isinstance(source, str) and "{" not in source):
         path = Path(source)
-        if not path.exists():
-            raise PolytileError(f"no such Tile file: {path}")
-        prog = parse_file(str(path))
+        if not path.is_file():
+            raise PolytileError(f"no such Tile file: {path}" if not path.exists() else f"not a file: {path}")
+        try:
+            prog = parse_file(str(path))
+        except UnicodeDecodeError as e:
+            raise PolytileError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except OSError as e:
+            raise PolytileError(f"cannot read {path}: {e.strerror}") from None
     else:
         prog = parse(source)
     sema.check(prog)
@@ -311,6 +316,47 @@ def compile(source: SourceLike, target: str = "openmp", **options) -> Kernel:  #
     >>> C = k(A, B)                # specialises on A.shape/B.shape/dtypes, compiles (cached), runs
     """
     return Kernel(load_program(source), Options.make(target, **options))
+
+
+def parse_dims(text) -> Dict[str, int]:
+    """``"M=64, N=48"`` (or a mapping) -> ``{"M": 64, "N": 48}``.
+
+    >>> parse_dims("M=64,N=48")
+    {'M': 64, 'N': 48}
+    """
+    if text is None:
+        return {}
+    if isinstance(text, Mapping):
+        return {str(k): int(v) for k, v in text.items()}
+    out: Dict[str, int] = {}
+    for item in str(text).replace(" ", ",").split(","):
+        if not item:
+            continue
+        name, eq, value = item.partition("=")
+        name = name.strip().lstrip("#")
+        if not eq or not name or not value.strip().lstrip("-").isdigit():
+            raise PolytileError(f"bad dimension {item!r}: write NAME=SIZE, e.g. M=64")
+        out[name] = int(value)
+    return out
+
+
+def schedule(source: SourceLike, dims=None, *, shapes=None, dtypes=None, fusion: Optional[str] = None,
+             parallel: bool = True, steps=None) -> Schedule:
+    """The schedule ``polytile.compile`` would use for these sizes, ready to transform.
+
+    >>> s = schedule("examples/matmul.tile", dims="M=64,N=64,K=64")
+    >>> s = s.tile("C", i=32, j=32)        # legality-checked; s.steps records it
+    >>> k = compile("examples/matmul.tile", schedule=s)
+    """
+    prog = load_program(source)
+    in_shapes = shapes_from_dims(prog, parse_dims(dims), shapes)
+    dts = tuple(np.dtype(d).name for d in (dtypes or ["float32"] * len(in_shapes)))
+    if isinstance(dtypes, str):
+        dts = tuple(np.dtype(dtypes).name for _ in in_shapes)
+    opts = Options.make("openmp", fusion=fusion, parallel=parallel, schedule=steps)
+    spec = specialize(prog, in_shapes, dts, opts, build=False)
+    meta = (("program", str(prog)), ("shapes", [list(x) for x in in_shapes]), ("dtypes", list(dts)))
+    return spec.schedule.with_(meta=meta)
 
 
 def reference(source: SourceLike, *arrays, **named):

@@ -204,11 +204,11 @@ class _Lowering:
         same_cell = w.apply_range(w.reverse())
         ident = isl.Map.identity(same_cell.get_space()).intersect_domain(contract.domain)
         pairs = same_cell.subtract(ident)
-        pt = pairs.sample_point()
+        pt = pairs.wrap().sample_point()
         n = len(it)
         users = list(it)
-        a = [pt.get_coordinate_val(isl.dim_type.in_, d).to_python() for d in range(n)]
-        b = [pt.get_coordinate_val(isl.dim_type.out, d).to_python() for d in range(n)]
+        a = [int(pt.get_coordinate_val(isl.dim_type.set, d).to_python()) for d in range(n)]
+        b = [int(pt.get_coordinate_val(isl.dim_type.set, n + d).to_python()) for d in range(n)]
         cell_map = {u: v for u, v in zip(users, a)}
         cell = [int(_eval_index(e, cell_map, self.bound)) for e in st.indices]
         fmt = lambda vals: "(" + ", ".join(f"{u}={v}" for u, v in zip(users, vals)) + ")"

@@ -129,6 +129,7 @@ class Schedule:
     marks: FrozenSet[Tuple[str, str, str, Any]] = frozenset()  # (stmt, loop name, kind, arg)
     steps: Tuple[Step, ...] = ()
     parallel_reductions: bool = True  # the target can give threads private accumulators
+    meta: Tuple[Tuple[str, Any], ...] = ()  # provenance the pipeline records (program, shapes, dtypes)
 
     # -- access ---------------------------------------------------------------
     @property
@@ -258,9 +259,7 @@ class Schedule:
         m = maps[0]
         src = m.get_tuple_name(isl.dim_type.in_)
         snk = m.get_tuple_name(isl.dim_type.out)
-        pt = m.sample_point()
-        a = [pt.get_coordinate_val(isl.dim_type.in_, d).to_python() for d in range(m.dim(isl.dim_type.in_))]
-        b = [pt.get_coordinate_val(isl.dim_type.out, d).to_python() for d in range(m.dim(isl.dim_type.out))]
+        a, b = map_sample(m)
         ta = _time_of(self.table[src].map, a)
         tb = _time_of(self.table[snk].map, b)
         full = self.deps.all().intersect(isl.UnionMap.from_map(
@@ -405,10 +404,23 @@ class Schedule:
             "tree": self.tree_text(),
             "statements": {name: {"map": str(ss.map), "names": list(ss.names)} for name, ss in self.stmts},
             "marks": sorted([list(m) for m in self.marks], key=str),
+            **({"meta": dict(self.meta)} if self.meta else {}),
         }
 
     def dumps(self) -> str:
+        """JSON text: steps (replayable), isl YAML tree, per-statement maps, marks, provenance."""
         return json.dumps(self.to_json(), indent=2)
+
+    def save(self, path) -> None:
+        """Write :meth:`dumps` to ``path`` (atomically, so a crash never leaves half a file)."""
+        import os
+        import tempfile
+
+        d = os.path.dirname(os.path.abspath(str(path)))
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=".sched-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            f.write(self.dumps() + "\n")
+        os.replace(tmp, str(path))
 
     def with_(self, **changes) -> "Schedule":
         return replace(self, **changes)
@@ -444,6 +456,14 @@ def _value_range(maps: Sequence[isl.Map], dim: int) -> str:
     lo = vals.lexmin().sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
     hi = vals.lexmax().sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
     return f"[{lo}, {hi}]"
+
+
+def map_sample(m: isl.Map) -> Tuple[List[int], List[int]]:
+    """One pair ``(source point, sink point)`` of a non-empty relation."""
+    pt = m.wrap().sample_point()
+    n_in, n_out = m.dim(isl.dim_type.in_), m.dim(isl.dim_type.out)
+    vals = [int(pt.get_coordinate_val(isl.dim_type.set, d).to_python()) for d in range(n_in + n_out)]
+    return vals[:n_in], vals[n_in:]
 
 
 def _project_range(um: isl.UnionMap, first: int, count: int, n: int) -> isl.UnionMap:
