@@ -340,7 +340,7 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     printer = AstPrinter(scop)
     body = printer.node(ast)
 
-    order = {"input": 0, "output": 1, "temp": 2}
+    order = {"input": 0, "inout": 1, "output": 2, "temp": 3}
     params = tuple(sorted((a for a in scop.arrays if a.name not in printer.locals), key=lambda a: order[a.kind]))
     decls = [cgen.Line(_param_decl(a, k)) for k, a in enumerate(params)]
     sig = ", ".join(f"void *restrict a{k}" for k in range(len(params))) or "void"

@@ -359,6 +359,41 @@ def schedule(source: SourceLike, dims=None, *, shapes=None, dtypes=None, fusion:
     return spec.schedule.with_(meta=meta)
 
 
+def build_scop(scop: Scop, schedule: Optional[Schedule] = None, *, cflags=None) -> Specialization:
+    """Generate, compile and load any Scop (e.g. one from isl text or the C frontend).
+
+    Without ``schedule`` the original order with outermost parallel loops is used.
+    """
+    dependences = deps_mod.compute(scop)
+    if schedule is None:
+        schedule = sched_mod.auto_parallel(sched_mod.initial(scop, dependences))
+    source = generate_c(scop, schedule.tree())
+    cfg = get_config()
+    path = runtime.build(source.text, flags=tuple(cflags) if cflags else cfg.cflags, name_hint=scop.name)
+    fn = runtime.load(path).function(source.entry, len(source.params))
+    return Specialization(None, scop, dependences, schedule, source, path, fn)
+
+
+def run_scop(spec: Specialization, arrays: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """Call a built Scop on named arrays (copied; ``inout`` arrays start from the given values).
+
+    Returns every array after the call, by name.
+    """
+    bufs: Dict[str, np.ndarray] = {}
+    for p in spec.source.params:
+        if p.name in arrays:
+            a = np.array(arrays[p.name], dtype=p.dtype, copy=True, order="C")
+            if a.shape != p.shape:
+                raise ShapeError(f"array {p.name}: expected shape {p.shape}, got {a.shape}")
+            bufs[p.name] = a
+        elif p.kind in ("input", "inout"):
+            raise ShapeError(f"missing array {p.name} ({p.kind}, shape {p.shape})")
+        else:
+            bufs[p.name] = np.zeros(p.shape, dtype=p.dtype)
+    spec.function(*[bufs[p.name] for p in spec.source.params])
+    return bufs
+
+
 def reference(source: SourceLike, *arrays, **named):
     """Run the numpy oracle on a Tile program: ``polytile.reference("matmul.tile", A, B)``."""
     prog = load_program(source)

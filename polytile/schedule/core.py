@@ -497,24 +497,13 @@ def range_map(n_in: int, outputs: Sequence[str], names: Optional[Sequence[str]] 
 
 
 def initial(scop: Scop, deps: Dependences, *, parallel_reductions: bool = True) -> Schedule:
-    """The original program order in 2d+1 form: statement k runs after statements < k.
+    """The Scop's original execution order in 2d+1 form.
 
-    ``S_k[x0..x(r-1)] -> [k, x0, 0, x1, 0, ..., 0]`` padded to the deepest nest.
+    For a Tile program (statements in sequence) statement ``k`` becomes
+    ``S_k[x0..x(r-1)] -> [k, x0, 0, x1, 0, ..., 0]``; a Scop with a shared
+    time loop keeps it shared.
     """
-    depth = max((len(s.iters) for s in scop.statements), default=0)
-    n = 2 * depth + 1
-    stmts = []
-    for k, s in enumerate(scop.statements):
-        outs = [str(k)]
-        names: List[Optional[str]] = [None]
-        for d in range(depth):
-            if d < len(s.iters):
-                outs += [s.iters[d], "0"]
-                names += [s.iters[d], None]
-            else:
-                outs += ["0", "0"]
-                names += [None, None]
-        m = isl.Map(f"{{ {s.name}[{', '.join(s.iters)}] -> [{', '.join(outs)}] }}").intersect_domain(s.domain)
-        stmts.append((s.name, StmtSchedule(m, tuple(names))))
-    return Schedule(scop, deps, tuple(stmts), frozenset(), (Step.make("base", kind="original"),),
-                    parallel_reductions)
+    from .auto import from_flat  # auto builds on this module
+
+    return from_flat(scop, deps, scop.schedule.get_map(), Step.make("base", kind="original"),
+                     parallel_reductions=parallel_reductions)
