@@ -6,9 +6,10 @@
   (``POLYTILE_CACHE_DIR``) so that subprocesses started by tests inherit it.
 * ``rng``: a numpy Generator seeded from the test's node id, so every test
   draws the same data on every run and in any order.
-* Hypothesis: profile ``ci`` (modest ``max_examples``, no deadline since a
-  compile is a C compiler call) is loaded unless ``HYPOTHESIS_PROFILE`` names
-  another one (``dev``: more examples).
+* Hypothesis: profile ``ci`` (modest ``max_examples``, derandomized so every
+  run draws the same examples, no deadline since a compile is a C compiler
+  call) is loaded unless ``HYPOTHESIS_PROFILE`` names another one (``dev``:
+  300 random examples per test, for hunting bugs).
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ if settings is not None:
     settings.register_profile(
         "ci",
         max_examples=50,
+        derandomize=True,  # the same examples on every run: CI results do not depend on luck
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         print_blob=True,
