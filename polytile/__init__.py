@@ -14,38 +14,19 @@ from .errors import (  # noqa: E402
 )
 
 
-def _make_callable(module, api: str) -> None:
-    """Let ``polytile.<module>`` be both a module and the API call of the same name.
-
-    ``polytile.reference(source, *arrays)`` and ``polytile.schedule(source,
-    dims=...)`` are the documented calls, and ``polytile.reference`` /
-    ``polytile.schedule`` are also the module and package implementing them;
-    a module whose class has ``__call__`` serves both without a second name.
-    """
-    import types
-
-    class _CallableModule(types.ModuleType):
-        def __call__(self, *args, **kwargs):
-            from . import pipeline
-
-            return getattr(pipeline, api)(*args, **kwargs)
-
-    module.__class__ = _CallableModule
-
-
-from . import reference as _reference_module  # noqa: E402
-from . import schedule as _schedule_package  # noqa: E402
-
-_make_callable(_reference_module, "reference")
-_make_callable(_schedule_package, "schedule")
-
-
 def __getattr__(name):
     # The pipeline pulls in islpy, cgen and the frontends; import it on first use
     # so that `import polytile` (and `polytile --help`) stay fast.
     if name in ("compile", "Kernel", "load_program", "shapes_from_dims", "parse_dims"):
         from . import pipeline
         return getattr(pipeline, name)
+    if name in ("reference", "schedule"):
+        # Both a module and an API call; the pipeline makes the module callable when it loads.
+        import importlib
+
+        module = importlib.import_module(f"{__name__}.{name}")
+        from . import pipeline  # noqa: F401  (patches the module's class)
+        return module
     if name == "parse":
         from .frontends.tile import parse
         return parse

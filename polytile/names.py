@@ -25,7 +25,12 @@ C_KEYWORDS = frozenset(
     __shared__ __host__ threadIdx blockIdx blockDim gridDim warpSize dim3 half nullptr new delete class
     template this namespace using operator private public protected virtual""".split()
 )
-ISL_KEYWORDS = frozenset("and or not mod floor ceil min max exists infty NaN true false domain".split())
+# isl's parser matches its keywords case-insensitively ("Floor" is floor), so
+# these are compared in lower case.
+ISL_KEYWORDS = frozenset(
+    """and or not mod floor ceil min max exists infty infinity nan rat true false domain implies xor
+    cond lexmin lexmax sum""".split()
+)
 LIBM = frozenset(
     """exp log sqrt pow tanh sin cos tan floor ceil round rint fabs abs labs llabs fmax fmin fmod exp2 log2
     log10 expf logf sqrtf powf tanhf sinf cosf tanf floorf ceilf rintf fabsf fmaxf fminf INFINITY NAN
@@ -37,7 +42,8 @@ RESERVED = C_KEYWORDS | ISL_KEYWORDS | LIBM
 
 def is_safe(name: str) -> bool:
     """True if ``name`` can be used verbatim in both isl text and C."""
-    return bool(_IDENT.match(name)) and name not in RESERVED and not _GENERATED.match(name)
+    return (bool(_IDENT.match(name)) and name not in RESERVED and name.lower() not in ISL_KEYWORDS
+            and not _GENERATED.match(name))
 
 
 class NameTable:

@@ -87,13 +87,15 @@ Contractions (:func:`contraction_dtype`)
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import hashlib
 import json
 import operator
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -825,6 +827,7 @@ class Bound:
         for c in s.constraints:
             self._size_at(c.bound, c if c.loc is not None else s)
         self._check_index_divisors(s)
+        self._check_bounded(s)
         if s.default is not None:
             d = self._tensors[s.default]
             if d.shape != tuple(shape):
@@ -841,6 +844,68 @@ class Bound:
             if exc.loc is None:
                 raise ShapeError(exc.message, getattr(stmt, "loc", None)) from None
             raise
+
+    def _check_bounded(self, s: Contraction) -> None:
+        """Every index variable must be bounded by the program's own index expressions.
+
+        Each index and constraint is two-sided (``0 <= e < size``), so the
+        recession cone of the domain is the null space of the linear parts of
+        all index expressions (an exact division ``e / c`` adds a variable
+        ``q`` with ``c*q = e``).  A variable with a non-zero component in that
+        null space can grow without limit.  The test ignores the sizes (they
+        only move constant terms), so a program is either always accepted or
+        always refused, whatever the shapes, and the compiled path and the
+        oracle agree even on domains that happen to be empty.
+        """
+        names = list(s.index_vars())
+        rows: List[Dict[str, Fraction]] = []
+        counter = [0]
+
+        def lin(e) -> Dict[str, Fraction]:
+            if not any(isinstance(n, Index) for n in ir.walk(e)):
+                return {}
+            if isinstance(e, Index):
+                return {e.name: Fraction(1)}
+            if isinstance(e, ir.Unary):
+                return {k: -v for k, v in lin(e.operand).items()}
+            if isinstance(e, Binary) and e.op in ("+", "-"):
+                a, b = lin(e.lhs), lin(e.rhs)
+                sign = 1 if e.op == "+" else -1
+                for k, v in b.items():
+                    a[k] = a.get(k, Fraction(0)) + sign * v
+                return a
+            if isinstance(e, Binary) and e.op == "*":
+                if not any(isinstance(n, Index) for n in ir.walk(e.lhs)):
+                    c, f = self.size(e.lhs), lin(e.rhs)
+                else:
+                    c, f = self.size(e.rhs), lin(e.lhs)
+                return {k: c * v for k, v in f.items()}
+            if isinstance(e, Binary) and e.op == "/":
+                q = f"/q{counter[0]}"
+                counter[0] += 1
+                c = self.size(e.rhs)
+                row = {k: -v for k, v in lin(e.lhs).items()}
+                row[q] = Fraction(c)
+                rows.append(row)
+                return {q: Fraction(1)}
+            return {}
+
+        for e in s.indices:
+            rows.append(lin(e))
+        for op in s.operands:
+            for e in op.indices:
+                rows.append(lin(e))
+        for c in s.constraints:
+            rows.append(lin(c.expr))
+        cols = names + sorted({k for r in rows for k in r if k not in names})
+        free = _null_space_support(rows, cols)
+        unbounded = [v for v in names if v in free]
+        if unbounded:
+            raise TileSemanticError(
+                f"index variable '{unbounded[0]}' of {s.output} has no finite range: no tensor index or "
+                f"constraint bounds it (it can grow together with {', '.join(x for x in free if x in names and x != unbounded[0]) or 'nothing else'})",
+                s.loc,
+            )
 
     def _check_index_divisors(self, s: Contraction) -> None:
         exprs = list(s.indices) + [e for op in s.operands for e in op.indices] + [c.expr for c in s.constraints]
@@ -872,6 +937,37 @@ def _as_dtype(name: str, d) -> np.dtype:
     if dt not in SUPPORTED_DTYPES:
         raise ShapeError(f"{name}: unsupported dtype {dt} (supported: {supported})")
     return np.dtype(dt.name)  # drop byte-order variants: '<f4' and '=f4' bind the same
+
+
+def _null_space_support(rows: List[Dict[str, Fraction]], cols: List[str]) -> List[str]:
+    """Columns that are non-zero in some vector of the null space of ``rows`` (exact arithmetic)."""
+    mat = [[r.get(c, Fraction(0)) for c in cols] for r in rows]
+    n = len(cols)
+    pivots: List[int] = []
+    row = 0
+    for col in range(n):
+        piv = next((r for r in range(row, len(mat)) if mat[r][col] != 0), None)
+        if piv is None:
+            continue
+        mat[row], mat[piv] = mat[piv], mat[row]
+        p = mat[row][col]
+        mat[row] = [x / p for x in mat[row]]
+        for r in range(len(mat)):
+            if r != row and mat[r][col] != 0:
+                f = mat[r][col]
+                mat[r] = [x - f * y for x, y in zip(mat[r], mat[row])]
+        pivots.append(col)
+        row += 1
+        if row == len(mat):
+            break
+    support = set()
+    for fcol in (c for c in range(n) if c not in pivots):
+        # Basis vector: free variable = 1, pivot variables = -(their row's coefficient).
+        support.add(cols[fcol])
+        for r, pcol in enumerate(pivots):
+            if mat[r][fcol] != 0:
+                support.add(cols[pcol])
+    return [c for c in cols if c in support]
 
 
 def bind(program: Program, shapes: Sequence[Sequence[int]], dtypes: Sequence[Any]) -> Bound:

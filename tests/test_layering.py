@@ -28,6 +28,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("names", ("polytile.names",), ()),
     ("errors", ("polytile.errors",), ("names",)),
     ("config", ("polytile.config",), ("errors", "names")),
+    ("hardware", ("polytile.hardware",), ("errors", "names")),
     ("ir", ("polytile.ir",), ("errors", "config", "names")),
     ("frontends", ("polytile.frontends",), ("ir", "errors", "names")),
     ("sema", ("polytile.sema",), ("ir", "errors")),

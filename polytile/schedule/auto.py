@@ -80,10 +80,15 @@ def from_flat(scop: Scop, deps: Dependences, flat: isl.UnionMap, base: Step, *,
     maps: Dict[str, isl.Map] = {}
     flat.foreach_map(lambda m: maps.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
     names = [s.name for s in scop.statements]
-    missing = [n for n in names if n not in maps]
+    missing = [n for n in names if n not in maps and not scop.statement(n).domain.is_empty()]
     if missing:
         raise ScheduleError(f"schedule has no time for statement(s) {', '.join(missing)}")
     n = max(m.dim(isl.dim_type.out) for m in maps.values()) if maps else 0
+    for k in names:
+        if k not in maps:
+            # A statement with an empty domain never runs; any (empty) time map will do.
+            st = scop.statement(k)
+            maps[k] = isl.Map.from_domain_and_range(st.domain, isl.Set(f"{{ [{', '.join(['0'] * n)}] }}"))
     # Pad to a common dimension count.
     for k in names:
         m = maps[k]

@@ -50,7 +50,8 @@ FORMAT_VERSION = 1
 PARALLEL = "parallel"
 SIMD = "simd"
 UNROLL = "unroll"
-MARK_KINDS = (PARALLEL, SIMD, UNROLL)
+REGTILE = "regtile"
+MARK_KINDS = (PARALLEL, SIMD, UNROLL, REGTILE)
 
 
 @dataclass(frozen=True)
@@ -309,6 +310,9 @@ class Schedule:
             inner = self._subtree(group, dim + 1)
             inner = self._wrap_locals(group, dim, inner)
             text = band + (f", child: {inner}" if inner else "") + " }"
+            # "dim N" sits right on the band, so the code generator can tell whether
+            # isl emitted this band's loop (it drops loop marks when it did not).
+            text = f'{{ mark: "dim {dim}", child: {text} }}'
             for mark in self._marks_at(group, dim):
                 text = f'{{ mark: "{mark}", child: {text} }}'
             return text
@@ -320,6 +324,8 @@ class Schedule:
             if stmt in group and self.table[stmt].names[dim] == loop:
                 found[kind] = arg
         out = []
+        if REGTILE in found:
+            out.append(f"{REGTILE} {found[REGTILE]}")
         if PARALLEL in found:
             red = self._reduction_clause(group, dim) if found[PARALLEL] else ""
             out.append(PARALLEL + (f" {red}" if red else ""))

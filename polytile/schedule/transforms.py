@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import islpy as isl
 
 from ..errors import ScheduleError
-from .core import PARALLEL, SIMD, UNROLL, Schedule, Step, StmtSchedule, _dim_constant, range_map
+from .core import PARALLEL, REGTILE, SIMD, UNROLL, Schedule, Step, StmtSchedule, _dim_constant, range_map
 
 
 # ---------------------------------------------------------------------------
@@ -376,6 +376,50 @@ def unroll(s: Schedule, stmt: str, loop: str, factor: int = 4) -> Schedule:
     return _mark(s, stmt, loop, UNROLL, int(factor), Step.make("unroll", stmt=stmt, loop=loop, factor=int(factor)))
 
 
+def regtile(s: Schedule, stmt: str, rows: str, cols: str, *, mr: int, nr: int, lanes: int) -> Schedule:
+    """Hold an ``mr x nr`` block of accumulators in registers (unroll-and-jam), ``cols`` vectorised.
+
+    ``rows`` and ``cols`` must be the statement's two innermost loops (point
+    loops of tiles of ``mr`` and ``nr``), directly inside its reduction
+    loops; ``nr`` is a multiple of ``lanes`` (the SIMD width in elements).
+    The code generator emits the register block for full tiles and the
+    plain loops at the edges.
+
+    >>> # tile(s, "C", i=[64, 8], j=[256, 32], k=256), reorder to (..., k, i, j), then
+    >>> # regtile(s, "C", "i", "j", mr=8, nr=32, lanes=16)
+    """
+    st = s.resolve(stmt)
+    loops = _loops_in(s, st)
+    names = [n for _, n in loops]
+    if len(names) < 2 or names[-2:] != [rows, cols]:
+        raise ScheduleError(f"regtile: {rows!r}, {cols!r} must be the two innermost loops of {st} (its loops: {', '.join(names)})")
+    for x, what in ((mr, "mr"), (nr, "nr"), (lanes, "lanes")):
+        if not isinstance(x, int) or x < 1:
+            raise ScheduleError(f"regtile: {what} must be a positive integer, got {x!r}")
+    if nr % lanes:
+        raise ScheduleError(f"regtile: nr={nr} must be a multiple of lanes={lanes}")
+    stmt_obj = s.scop.statement(st)
+    if rows not in stmt_obj.iters or cols not in stmt_obj.iters:
+        raise ScheduleError("regtile: the block loops must be the statement's own iterators (tile them, don't skew them)")
+    out_iters = {x.name for e in stmt_obj.body.index for x in _walk_iters(e)}
+    nred = 0
+    for name in reversed(names[:-2]):
+        if name in stmt_obj.iters and name not in out_iters:
+            nred += 1
+        else:
+            break
+    anchor = names[len(names) - 2 - nred]
+    arg = f"{nred} {rows}={mr} {cols}={nr} {lanes}"
+    return _mark(s, stmt, anchor, REGTILE, arg,
+                 Step.make("regtile", stmt=stmt, rows=rows, cols=cols, mr=mr, nr=nr, lanes=lanes))
+
+
+def _walk_iters(e):
+    from ..poly import body as B
+
+    return [x for x in B.walk(e) if isinstance(x, B.Iter)]
+
+
 def unmark(s: Schedule, stmt: str, loop: str, kind: str = PARALLEL) -> Schedule:
     """Remove a mark (parallel/simd/unroll) from a loop."""
     st = s.resolve(stmt)
@@ -421,7 +465,7 @@ def auto_parallel(s: Schedule) -> Schedule:
 TRANSFORMS = {
     "interchange": interchange, "reorder": reorder, "tile": tile, "split": split, "skew": skew,
     "reverse": reverse, "shift": shift, "fuse": fuse, "distribute": distribute, "parallel": parallel,
-    "vectorize": vectorize, "unroll": unroll, "unmark": unmark, "auto_parallel": auto_parallel,
+    "vectorize": vectorize, "unroll": unroll, "unmark": unmark, "regtile": regtile, "auto_parallel": auto_parallel,
 }
 
 

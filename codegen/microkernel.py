@@ -1,0 +1,269 @@
+"""Register tiling: an accumulator block held in vector registers (unroll-and-jam).
+
+A ``regtile`` mark sits on the outermost of ``n`` reduction loops that
+directly enclose two *block* loops ``i`` (``MR`` rows) and ``j`` (``NR``
+columns, unit stride in the output, ``NR`` a multiple of the SIMD lane count
+``V``).  For a statement like ``C[i][j] += A[i][k] * B[k][j]`` the emitted
+code is, for a full ``MR x NR`` block::
+
+    acc_r_v = C[i0 + r][j0 + v*V : +V]            for r < MR, v < NR/V
+    for k ...:                                     (the AST's own reduction loops)
+        b_v = B[k][j0 + v*V : +V]                  loads varying with j, not i
+        a_r = A[i0 + r][k]                          loads varying with i, not j (broadcast)
+        acc_r_v += a_r * b_v
+    C[i0 + r][j0 + v*V : +V] = acc_r_v
+
+fully unrolled in the text, so the ``MR * NR/V`` accumulators live in
+registers and every load is hoisted to the loop level where it varies.
+Partial blocks (at the edges) run the generic loop nest.  Anything the
+pattern does not cover (other reductions, gathers along ``j``, several
+statements in the block, bounds that depend on the reduction loops) falls
+back to the generic code: the mark is a request, never a correctness risk.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Tuple
+
+import cgen
+import islpy as isl
+
+from polytile.poly import body as B
+
+VEC_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+
+
+def vec_type(dtype: str, lanes: int) -> str:
+    return f"pt_v{dtype}x{lanes}"
+
+
+def vec_typedef(dtype: str, lanes: int, ctype: str) -> str:
+    """An unaligned, may-alias GCC vector type (the same trick the intrinsics headers use)."""
+    size = VEC_BYTES[dtype] * lanes
+    return (f"typedef {ctype} {vec_type(dtype, lanes)} "
+            f"__attribute__((vector_size({size}), aligned({VEC_BYTES[dtype]}), may_alias));")
+
+
+def parse_mark(name: str) -> Optional[Tuple[int, Tuple[str, int], Tuple[str, int], int]]:
+    """``regtile N i=MR j=NR V`` -> (N, (i, MR), (j, NR), V)."""
+    m = re.match(r"^regtile (\d+) (\w+)=(\d+) (\w+)=(\d+) (\d+)$", name)
+    if not m:
+        return None
+    return int(m.group(1)), (m.group(2), int(m.group(3))), (m.group(4), int(m.group(5))), int(m.group(6))
+
+
+def _depends(n: B.Node, it: str) -> bool:
+    return any(isinstance(x, B.Iter) and x.name == it for x in B.walk(n))
+
+
+class _Fallback(Exception):
+    """The pattern does not apply; emit the generic code."""
+
+
+def _ub(cond: str, it: str) -> str:
+    m = re.match(rf"^{re.escape(it)} <= (.*)$", cond)
+    if m:
+        return m.group(1)
+    m = re.match(rf"^{re.escape(it)} < (.*)$", cond)
+    if m:
+        return f"({m.group(1)}) - 1"
+    raise _Fallback(f"loop condition {cond!r} not of the form {it} <= bound")
+
+
+def emit(printer, n: isl.AstNode, mark: str, marks, generic) -> Optional[List]:
+    """Code for a ``regtile`` mark, or None when the pattern does not apply.
+
+    ``printer`` is the AstPrinter (for bodies and C helpers); ``generic()``
+    returns the generic code of the subtree for partial blocks.
+    """
+    spec = parse_mark(mark)
+    if spec is None:
+        return None
+    try:
+        return _emit(printer, n, spec, generic)
+    except _Fallback as why:
+        printer.notes.append(f"regtile not applied: {why}")
+        return None
+
+
+def _c(e) -> str:
+    return e.to_C_str()
+
+
+def _emit(printer, n: isl.AstNode, spec, generic) -> List:
+    nred, (iname, MR), (jname, NR), V = spec
+    # Walk the chain: nred reduction loops, then the i and j block loops, then one statement.
+    red_loops: List[Tuple[str, str, str, str]] = []
+    node = n
+    for _ in range(nred):
+        while node.get_type() == isl.ast_node_type.mark:
+            node = node.mark_get_node()
+        if node.get_type() != isl.ast_node_type.for_ or node.for_is_degenerate():
+            raise _Fallback("reduction loops are not a plain loop chain")
+        it = _c(node.for_get_iterator())
+        red_loops.append((it, _c(node.for_get_init()), _c(node.for_get_cond()), _c(node.for_get_inc())))
+        node = node.for_get_body()
+    block = []
+    for _ in range(2):
+        while node.get_type() == isl.ast_node_type.mark:
+            node = node.mark_get_node()
+        if node.get_type() != isl.ast_node_type.for_ or node.for_is_degenerate():
+            raise _Fallback("block loops are not plain loops")
+        it = _c(node.for_get_iterator())
+        if _c(node.for_get_inc()) != "1":
+            raise _Fallback("block loop with a non-unit step")
+        block.append((it, _c(node.for_get_init()), _ub(_c(node.for_get_cond()), it)))
+        node = node.for_get_body()
+    while node.get_type() == isl.ast_node_type.mark:
+        node = node.mark_get_node()
+    if node.get_type() != isl.ast_node_type.user:
+        raise _Fallback("more than one statement inside the block")
+    call = node.user_get_expr()
+    st = printer.stmts[call.op_get_arg(0).id_get_id().get_name()]
+    args = {v: _c(call.op_get_arg(k + 1)) for k, v in enumerate(st.iters)}
+    (ci, ilb, iub), (cj, jlb, jub) = block
+    if args.get(iname) != ci or args.get(jname) != cj:
+        raise _Fallback("block loops are not the statement's own iterators")
+    red_iters = {it for it, *_ in red_loops}
+    for text in (ilb, iub, jlb, jub):
+        if any(re.search(rf"\b{re.escape(r)}\b", text) for r in red_iters):
+            raise _Fallback("block bounds depend on the reduction loops")
+
+    body = st.body
+    arr = printer.arrays[body.array]
+    dtype = arr.dtype
+    if body.reduce not in ("+", "*") or dtype not in VEC_BYTES or NR % V:
+        raise _Fallback("only + and * reductions of float/int arrays with NR a multiple of the lanes")
+    if len(body.index) == 0 or not _is_iter(body.index[-1], jname) or any(_depends(e, jname) for e in body.index[:-1]):
+        raise _Fallback("the output is not unit-stride along the vector loop")
+    if any(_depends(e, r) for e in body.index for r in st.iters if r not in (iname, jname)):
+        raise _Fallback("the output index depends on a reduction iterator")
+    for x in B.walk(body.value):
+        if x.dtype != dtype and not isinstance(x, (B.Iter, B.Const)) and not _inside_index(body.value, x):
+            raise _Fallback("mixed dtypes in the block body")
+        if isinstance(x, (B.Cmp, B.Select, B.Call)):
+            raise _Fallback("comparisons, selects and calls are not vectorised")
+
+    vt = vec_type(dtype, V)
+    printer.vector_types.add((dtype, V))
+    NV = NR // V
+    bp = printer.body
+    # Classify the loads of the value.
+    loads: List[B.Load] = []
+    _collect_loads(body.value, loads)
+    per_k, per_r, per_v, per_rv = [], [], [], []
+    for ld in loads:
+        dj = any(_depends(e, jname) for e in ld.index)
+        di = any(_depends(e, iname) for e in ld.index)
+        if dj:
+            if not _is_iter_plus_const(ld.index[-1], jname) or any(_depends(e, jname) for e in ld.index[:-1]):
+                raise _Fallback(f"load of {ld.array} is not unit-stride along {jname}")
+        (per_rv if (di and dj) else per_v if dj else per_r if di else per_k).append(ld)
+
+    names: Dict[B.Load, str] = {}
+    for k, ld in enumerate(loads):
+        names[ld] = ("s" if ld in per_k else "a" if ld in per_r else "b" if ld in per_v else "x") + str(k)
+    lines: List[str] = [f"const long pt_i0 = {ilb}; const long pt_j0 = {jlb};"]
+    for r in range(MR):
+        for v in range(NV):
+            lines.append(f"{vt} acc_{r}_{v} = *({vt} *)&{bp.access(body.array, _subst_index(body.index, iname, jname, r, v, V))};")
+    inner: List[str] = []
+    for ld in per_k:
+        inner.append(f"const {printer.ctype(ld.dtype)} {names[ld]} = {bp.access(ld.array, ld.index)};")
+    for v in range(NV):
+        for ld in per_v:
+            inner.append(f"const {vt} {names[ld]}_{v} = *({vt} *)&{bp.access(ld.array, _subst_index(ld.index, iname, jname, 0, v, V))};")
+    for r in range(MR):
+        for ld in per_r:
+            inner.append(f"const {printer.ctype(ld.dtype)} {names[ld]}_{r} = {bp.access(ld.array, _subst_index(ld.index, iname, jname, r, 0, V))};")
+        for v in range(NV):
+            for ld in per_rv:
+                inner.append(f"const {vt} {names[ld]}_{r}_{v} = *({vt} *)&{bp.access(ld.array, _subst_index(ld.index, iname, jname, r, v, V))};")
+            expr = _vexpr(body.value, names, r, v, per_k, per_r, per_v, per_rv, printer)
+            inner.append(f"acc_{r}_{v} {body.reduce}= {expr};")
+    # Reduction loops around the inner body, binding the statement's iterators.
+    binds = [f"const long {v} = {args[v]};" for v in st.iters if v not in (iname, jname)]
+    loop: cgen.Generable = cgen.Block([cgen.Line(b) for b in binds] + [cgen.Line(x) for x in inner])
+    for it, init, cond, inc in reversed(red_loops):
+        loop = cgen.For(f"long {it} = {init}", cond, f"{it} += {inc}", cgen.Block([loop]))
+    stores = []
+    for r in range(MR):
+        for v in range(NV):
+            stores.append(cgen.Line(f"*({vt} *)&{bp.access(body.array, _subst_index(body.index, iname, jname, r, v, V))} = acc_{r}_{v};"))
+    fast = cgen.Block([cgen.Line(x) for x in lines] + [loop] + stores)
+    full = f"({iub}) - ({ilb}) + 1 == {MR} && ({jub}) - ({jlb}) + 1 == {NR}"
+    printer.regtiles += 1
+    return [cgen.If(full, fast, cgen.Block(generic()))]
+
+
+def _is_iter(e: B.Node, name: str) -> bool:
+    return isinstance(e, B.Iter) and e.name == name
+
+
+def _is_iter_plus_const(e: B.Node, name: str) -> bool:
+    if _is_iter(e, name):
+        return True
+    if isinstance(e, B.Bin) and e.op in ("+", "-"):
+        if _is_iter(e.a, name) and not _depends(e.b, name):
+            return True
+        if e.op == "+" and _is_iter(e.b, name) and not _depends(e.a, name):
+            return True
+    return False
+
+
+def _inside_index(root: B.Node, x: B.Node) -> bool:
+    for ld in B.loads(root):
+        for e in ld.index:
+            if any(y is x for y in B.walk(e)):
+                return True
+    return False
+
+
+def _collect_loads(n: B.Node, out: List[B.Load]) -> None:
+    if isinstance(n, B.Load):
+        if n not in out:
+            out.append(n)
+        return
+    for c in B.children(n):
+        _collect_loads(c, out)
+
+
+def _subst_index(index, iname: str, jname: str, r: int, v: int, V: int):
+    """Index expressions with i -> pt_i0 + r and j -> pt_j0 + v*V (as Iter placeholders)."""
+    return tuple(_subst(e, {iname: f"(pt_i0 + {r})", jname: f"(pt_j0 + {v * V})"}) for e in index)
+
+
+def _subst(e: B.Node, env: Dict[str, str]) -> B.Node:
+    if isinstance(e, B.Iter) and e.name in env:
+        return B.Iter(env[e.name])
+    if isinstance(e, B.Bin):
+        return B.Bin(e.op, _subst(e.a, env), _subst(e.b, env), e.dtype)
+    if isinstance(e, B.Neg):
+        return B.Neg(_subst(e.operand, env), e.dtype)
+    if isinstance(e, B.Load):
+        return B.Load(e.array, tuple(_subst(x, env) for x in e.index), e.dtype)
+    if isinstance(e, B.Cast):
+        return B.Cast(_subst(e.operand, env), e.dtype)
+    return e
+
+
+def _vexpr(n: B.Node, names, r, v, per_k, per_r, per_v, per_rv, printer) -> str:
+    if isinstance(n, B.Load):
+        base = names[n]
+        if n in per_k:
+            return base
+        if n in per_r:
+            return f"{base}_{r}"
+        if n in per_v:
+            return f"{base}_{v}"
+        return f"{base}_{r}_{v}"
+    if isinstance(n, B.Const):
+        return printer.body.expr(n)
+    if isinstance(n, B.Bin) and n.op in ("+", "-", "*", "/"):
+        return f"({_vexpr(n.a, names, r, v, per_k, per_r, per_v, per_rv, printer)} {n.op} " \
+               f"{_vexpr(n.b, names, r, v, per_k, per_r, per_v, per_rv, printer)})"
+    if isinstance(n, B.Neg):
+        return f"(-{_vexpr(n.operand, names, r, v, per_k, per_r, per_v, per_rv, printer)})"
+    if isinstance(n, B.Cast) and n.dtype == n.operand.dtype:
+        return _vexpr(n.operand, names, r, v, per_k, per_r, per_v, per_rv, printer)
+    raise _Fallback(f"cannot vectorise {type(n).__name__}")
