@@ -136,8 +136,6 @@ def _emit(printer, n: isl.AstNode, spec, generic) -> List:
         raise _Fallback("only + and * reductions of float/int arrays with NR a multiple of the lanes")
     if len(body.index) == 0 or not _is_iter(body.index[-1], jname) or any(_depends(e, jname) for e in body.index[:-1]):
         raise _Fallback("the output is not unit-stride along the vector loop")
-    if any(_depends(e, r) for e in body.index for r in st.iters if r not in (iname, jname)):
-        raise _Fallback("the output index depends on a reduction iterator")
     for x in B.walk(body.value):
         if x.dtype != dtype and not isinstance(x, (B.Iter, B.Const)) and not _inside_index(body.value, x):
             raise _Fallback("mixed dtypes in the block body")
@@ -163,7 +161,12 @@ def _emit(printer, n: isl.AstNode, spec, generic) -> List:
     names: Dict[B.Load, str] = {}
     for k, ld in enumerate(loads):
         names[ld] = ("s" if ld in per_k else "a" if ld in per_r else "b" if ld in per_v else "x") + str(k)
-    lines: List[str] = [f"const long pt_i0 = {ilb}; const long pt_j0 = {jlb};"]
+    def uses_red(text: str) -> bool:
+        return any(re.search(rf"\b{re.escape(r)}\b", text) for r in red_iters)
+
+    outer_binds = [f"const long {v} = {args[v]};" for v in st.iters
+                   if v not in (iname, jname) and not uses_red(args[v])]
+    lines: List[str] = outer_binds + [f"const long pt_i0 = {ilb}; const long pt_j0 = {jlb};"]
     for r in range(MR):
         for v in range(NV):
             lines.append(f"{vt} acc_{r}_{v} = *({vt} *)&{bp.access(body.array, _subst_index(body.index, iname, jname, r, v, V))};")
@@ -182,7 +185,7 @@ def _emit(printer, n: isl.AstNode, spec, generic) -> List:
             expr = _vexpr(body.value, names, r, v, per_k, per_r, per_v, per_rv, printer)
             inner.append(f"acc_{r}_{v} {body.reduce}= {expr};")
     # Reduction loops around the inner body, binding the statement's iterators.
-    binds = [f"const long {v} = {args[v]};" for v in st.iters if v not in (iname, jname)]
+    binds = [f"const long {v} = {args[v]};" for v in st.iters if v not in (iname, jname) and uses_red(args[v])]
     loop: cgen.Generable = cgen.Block([cgen.Line(b) for b in binds] + [cgen.Line(x) for x in inner])
     for it, init, cond, inc in reversed(red_loops):
         loop = cgen.For(f"long {it} = {init}", cond, f"{it} += {inc}", cgen.Block([loop]))

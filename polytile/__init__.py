@@ -21,12 +21,10 @@ def __getattr__(name):
         from . import pipeline
         return getattr(pipeline, name)
     if name in ("reference", "schedule"):
-        # Both a module and an API call; the pipeline makes the module callable when it loads.
+        # Both a module and an API call (the module makes itself callable).
         import importlib
 
-        module = importlib.import_module(f"{__name__}.{name}")
-        from . import pipeline  # noqa: F401  (patches the module's class)
-        return module
+        return importlib.import_module(f"{__name__}.{name}")
     if name == "parse":
         from .frontends.tile import parse
         return parse

@@ -404,24 +404,3 @@ def reference(source: SourceLike, *arrays, **named):
         arrays = tuple(arrays) + tuple(named[n] for n in names[len(arrays):])
     return reference_mod.run(prog, *[np.asarray(a) for a in arrays])
 
-
-def _make_callable(module, api) -> None:
-    """Let ``polytile.<module>`` be both a module and the API call of the same name.
-
-    ``polytile.reference(source, *arrays)`` and ``polytile.schedule(source,
-    dims=...)`` are the documented calls, and ``polytile.reference`` /
-    ``polytile.schedule`` are also the module and package implementing them;
-    a module whose class has ``__call__`` serves both without a second name.
-    Done here, in the wiring module, so neither stage imports the pipeline.
-    """
-    import types
-
-    class _CallableModule(types.ModuleType):
-        def __call__(self, *args, **kwargs):
-            return api(*args, **kwargs)
-
-    module.__class__ = _CallableModule
-
-
-_make_callable(reference_mod, reference)
-_make_callable(sched_mod, schedule)

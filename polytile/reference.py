@@ -622,3 +622,23 @@ def run(program: Program, *arrays: np.ndarray, **named: np.ndarray):
     res = evaluate(program, arrays, **named)
     outs = tuple(res[o] for o in program.outputs)
     return outs[0] if len(outs) == 1 else outs
+
+
+# ``polytile.reference(...)`` is a documented API call and ``polytile.reference`` is
+# also this module: a module class with ``__call__`` serves both.  The call
+# lives in the pipeline (which wires the stages); it is imported on use, the
+# one deliberate upward reference (see FACADES in tests/test_layering.py).
+def _make_callable() -> None:
+    import sys
+    import types
+
+    class _CallableModule(types.ModuleType):
+        def __call__(self, *args, **kwargs):
+            from . import pipeline
+
+            return pipeline.reference(*args, **kwargs)
+
+    sys.modules[__name__].__class__ = _CallableModule
+
+
+_make_callable()

@@ -1,0 +1,228 @@
+"""Stripe/BLIS-style tiling of contractions: the knob space, and the model-driven default.
+
+For a contraction statement with output loops ``O`` and reduction loops ``R``
+the blocked schedule is (BLIS's loop nest, generalised)::
+
+    for O_rest            (outer output loops, untiled: n, y, batch...)
+      for j_t   (nc)      columns of the output, step nc
+        for k_t (kc)      one reduction loop, step kc
+          for i_t (mc)    rows, step mc
+            for j_t1 (nr) register blocks
+              for i_t1 (mr)
+                for R_rest, k      (all reduction loops)      <- regtile mark
+                  for i (mr), j (nr)   accumulators in vector registers
+
+``j`` is the output's unit-stride loop (vectorised), ``i`` another output
+loop.  A :class:`TileConfig` fixes the sizes, the order of the three
+cache-tile loops and the parallel loop; :func:`apply` turns it into schedule
+steps (legality-checked like any others).  :func:`candidates` enumerates
+configurations that fit the descriptor's caches, and :func:`autotile` picks
+the one the cost model predicts fastest.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from .errors import PolytileError, ScheduleError
+from .hardware import CPUDescriptor
+from .schedule import Schedule
+from .schedule.core import _value_range
+
+ORDERS = ("jki", "kji", "ijk", "jik", "kij", "ikj")  # order of the cache-tile loops, outermost first
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """One point of the blocked-schedule space for one statement (hashable, JSON-able)."""
+
+    stmt: str
+    i: str
+    j: str
+    k: str
+    mc: int
+    nc: int
+    kc: int
+    mr: int
+    nr: int
+    lanes: int
+    order: str = "jki"
+    parallel: Optional[str] = None  # loop name to run in parallel ("j_t", "i_t", an O_rest loop...)
+    regtile: bool = True
+
+    def to_json(self) -> Dict:
+        return dict(self.__dict__)
+
+    def __str__(self) -> str:
+        return (f"{self.stmt}: {self.i}/{self.j}/{self.k} mc={self.mc} nc={self.nc} kc={self.kc} "
+                f"mr={self.mr} nr={self.nr} order={self.order} par={self.parallel} reg={'y' if self.regtile else 'n'}")
+
+
+@dataclass(frozen=True)
+class Roles:
+    """How a contraction's loops map onto the blocked nest."""
+
+    stmt: str
+    i: str
+    j: str
+    k: str
+    outer: Tuple[str, ...]  # O_rest
+    reductions: Tuple[str, ...]  # R_rest (all reduction loops but k), in original order
+    extents: Dict[str, int]
+
+
+def roles(s: Schedule, stmt: str) -> Optional[Roles]:
+    """Loop roles of a contraction statement, or None when the blocked form does not apply."""
+    st = s.scop.statement(s.resolve(stmt))
+    if st.kind not in ("contract", "c") or st.body.reduce not in ("+", "*"):
+        return None
+    loops = s.loop_names(st.name)
+    # Original loop order only (iterators whose range is one point have no loop).
+    if not set(loops) <= set(st.iters) or [v for v in st.iters if v in loops] != loops:
+        return None
+    from .poly import body as B
+
+    out_idx = st.body.index
+    if not out_idx or not isinstance(out_idx[-1], B.Iter):
+        return None
+    j = out_idx[-1].name
+    out_iters = [e.name for e in out_idx if isinstance(e, B.Iter)]
+    used = {x.name for e in out_idx for x in B.walk(e) if isinstance(x, B.Iter)}
+    reds = [v for v in st.iters if v not in used]
+    if not reds or len(out_iters) < 2:
+        return None
+    ext = {}
+    for d, name in s.table[st.name].loops():
+        rng = _value_range([s.table[st.name].map], d)
+        lo, hi = (int(x) for x in rng.strip("[]").split(","))
+        ext[name] = hi - lo + 1
+    # i: the output loop next to j with the largest extent; k: the longest reduction loop.
+    i = max((v for v in out_iters if v != j), key=lambda v: (ext.get(v, 0), out_iters.index(v)))
+    k = max(reds, key=lambda v: (ext.get(v, 0), -reds.index(v)))
+    if i not in loops or j not in loops or k not in loops:
+        return None
+    outer = tuple(v for v in loops if v in used and v not in (i, j))
+    return Roles(st.name, i, j, k, outer, tuple(r for r in reds if r != k and r in loops), ext)
+
+
+def apply(s: Schedule, cfg: TileConfig) -> Schedule:
+    """The blocked schedule of ``cfg`` on ``s`` (every step legality-checked)."""
+    r = roles(s, cfg.stmt)
+    if r is None:
+        raise ScheduleError(f"{cfg.stmt}: not a contraction in its original loop order; cannot block it")
+    st = r.stmt
+    s = s.tile(st, {r.i: [cfg.mc, cfg.mr], r.j: [cfg.nc, cfg.nr], r.k: [cfg.kc]})
+    tiles = {"i": f"{r.i}_t", "j": f"{r.j}_t", "k": f"{r.k}_t"}
+    order = list(r.outer) + [tiles[c] for c in cfg.order] + [f"{r.j}_t1", f"{r.i}_t1"] \
+        + list(r.reductions) + [r.k, r.i, r.j]
+    s = s.reorder(st, order)
+    # Drop parallel marks inherited from the default schedule; choose one explicitly.
+    for m in list(s.marks):
+        if m[0] == st and m[2] == "parallel":
+            s = s.unmark(st, m[1])
+    if cfg.parallel:
+        s = s.parallel(st, cfg.parallel)
+    if cfg.regtile:
+        s = s.regtile(st, r.i, r.j, mr=cfg.mr, nr=cfg.nr, lanes=cfg.lanes)
+    return s
+
+
+def _pow2_upto(n: int, lo: int = 1) -> List[int]:
+    out, x = [], lo
+    while x < n:
+        out.append(x)
+        x *= 2
+    out.append(n)
+    return sorted(set(out))
+
+
+def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 400) -> List[TileConfig]:
+    """Configurations for ``stmt`` whose tiles fit the descriptor's cache levels.
+
+    mr x nr/lanes accumulators fit the vector registers (leaving room for
+    operands), an ``mr x kc`` + ``kc x nr`` panel fits L1, ``mc x kc`` fits
+    L2, ``kc x nc`` fits the last level a core can use.
+    """
+    r = roles(s, stmt)
+    if r is None:
+        return []
+    st = s.scop.statement(r.stmt)
+    dtype = s.scop.array(st.body.array).dtype
+    item = np.dtype(dtype).itemsize
+    lanes = hw.vector_lanes(dtype)
+    regs = max(hw.vector_registers, 8)
+    E = r.extents
+    caches = hw.cache_levels()
+    l1 = caches[0].size_bytes if caches else 32 * 1024
+    l2 = caches[1].size_bytes if len(caches) > 1 else 8 * l1
+    l3 = caches[2].size_bytes if len(caches) > 2 else 4 * l2
+    l3 = min(l3, 32 * 1024 * 1024)
+    blocks = []
+    for nv in (1, 2, 3, 4):
+        nr = nv * lanes
+        for mr in (1, 2, 3, 4, 6, 8, 12, 14):
+            if mr * nv + nv + 1 > regs or mr * nv < 4:
+                continue
+            blocks.append((mr, nr))
+    par_loops = list(r.outer) + [f"{r.j}_t", f"{r.i}_t"]
+    out: List[TileConfig] = []
+    for mr, nr in blocks:
+        for kc in (64, 128, 192, 256, 384, 512):
+            kc = min(kc, E[r.k])
+            if (mr * kc + kc * nr) * item > l1:
+                continue
+            for mc in (mr * x for x in (4, 8, 12, 16, 24, 32, 48)):
+                mc = min(mc, max(mr, E[r.i]))
+                if mc * kc * item > l2 // 2:
+                    continue
+                for nc in (nr * x for x in (4, 8, 16, 32, 64)):
+                    nc = min(nc, max(nr, E[r.j]))
+                    if kc * nc * item > l3 // 2:
+                        continue
+                    for order in ("jki", "kji", "ijk"):
+                        for par in par_loops[:2] if r.outer else par_loops:
+                            out.append(TileConfig(r.stmt, r.i, r.j, r.k, mc, nc, kc, mr, nr, lanes, order, par))
+    # Deduplicate (clamped sizes collide) and keep the set manageable.
+    seen, uniq = set(), []
+    for c in out:
+        if c not in seen:
+            seen.add(c)
+            uniq.append(c)
+    if len(uniq) > limit:
+        rng = np.random.default_rng(0)
+        idx = sorted(rng.choice(len(uniq), size=limit, replace=False))
+        uniq = [uniq[k] for k in idx]
+    return uniq
+
+
+def contraction_statements(s: Schedule) -> List[str]:
+    return [st.name for st in s.scop.statements if roles(s, st.name) is not None]
+
+
+def autotile(s: Schedule, hw, *, predict=None) -> Tuple[Schedule, List[TileConfig]]:
+    """Block every contraction of ``s`` with the configuration the cost model ranks best.
+
+    Configurations are ranked analytically (``cost.predict_config``: isl
+    footprints of the tile boxes, no schedule built per candidate); only the
+    winner is applied.  Returns the new schedule and the chosen
+    configurations; statements the blocked form does not fit keep theirs.
+    """
+    from . import cost
+
+    predict = predict or (lambda sched, cfg: cost.predict_config(sched, cfg, hw).time_s)
+    chosen: List[TileConfig] = []
+    if not isinstance(hw, CPUDescriptor):
+        return s, chosen
+    for st in contraction_statements(s):
+        ranked = sorted(candidates(s, st, hw), key=lambda c: predict(s, c))
+        for cfg in ranked[:3]:
+            try:
+                s = apply(s, cfg)
+            except PolytileError:
+                continue
+            chosen.append(cfg)
+            break
+    return s, chosen
