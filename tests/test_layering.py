@@ -36,12 +36,17 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("poly", ("polytile.poly",), ("ir", "errors", "sema", "names")),
     ("deps", ("polytile.deps",), ("poly", "errors")),
     ("schedule", ("polytile.schedule",), ("poly", "deps", "errors")),
+    # The cost model and the blocked-schedule space use each other (autotile ranks with
+    # the model, the model reads tile configurations): one stage.
+    ("cost", ("polytile.cost", "polytile.autotile"), ("poly", "deps", "schedule", "hardware", "errors", "names")),
     ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names")),
     ("runtime", ("polytile.runtime",), ("config", "errors")),
 ]
 
 #: Modules that wire stages together and may import from any of them.
-EXEMPT = frozenset({"polytile", "polytile.pipeline", "polytile.cli", "polytile.__main__"})
+EXEMPT = frozenset({"polytile", "polytile.pipeline", "polytile.cli", "polytile.__main__",
+                    # Measurement drivers: they compile and run through the pipeline.
+                    "polytile.tune", "polytile.compare"})
 
 #: API facades: ``polytile.reference(...)`` and ``polytile.schedule(...)`` are
 #: documented calls whose module is also a stage; each module's ``__call__``
