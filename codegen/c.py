@@ -326,7 +326,7 @@ class AstPrinter:
         name = call.op_get_arg(0).id_get_id().get_name()
         st = self.stmts[name]
         binds = [f"const long {v} = {_c(call.op_get_arg(i + 1))};" for i, v in enumerate(st.iters)]
-        stmt = self.body.store(st.body)
+        stmt = st.c_text if st.c_text is not None else self.body.store(st.body)
         if binds:
             return cgen.Line("{ " + " ".join(binds) + " " + stmt + " }")
         return cgen.Line(stmt)
@@ -378,3 +378,33 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     vtypes = "".join(microkernel.vec_typedef(d, v, ctype(d)) + "\n" for d, v in sorted(printer.vector_types))
     text = banner + PRELUDE + vtypes + "\n" + str(fn) + "\n"
     return KernelSource(entry, text, params)
+
+
+REGION_PRELUDE = """#ifndef floord
+#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
+#endif
+#ifndef min
+#define min(a, b) ((a) < (b) ? (a) : (b))
+#endif
+#ifndef max
+#define max(a, b) ((a) > (b) ? (a) : (b))
+#endif
+"""
+
+
+def generate_region(scop: Scop, schedule: isl.Schedule) -> Tuple[str, List[str]]:
+    """Only the loop nest for ``scop`` (source-to-source output), plus notes.
+
+    Statements with ``c_text`` are emitted as their own C code inside a block
+    that binds their iterators (``{ const long i = c0; ... A[i][j] = ...; }``),
+    so the region drops into the original function where the arrays and
+    scalars are already declared.  The AST helper macros are guarded so the
+    region can appear several times in one file.
+    """
+    build = isl.AstBuild.from_context(scop.context)
+    ast = build.node_from_schedule(schedule)
+    printer = AstPrinter(scop)
+    body = printer.node(ast)
+    if printer.vector_types:
+        raise InternalError("register tiles are not available in source-to-source output")
+    return REGION_PRELUDE + str(cgen.Block(body)), printer.notes

@@ -42,6 +42,12 @@ class Statement:
     origin: str = ""
     text: str = ""  # the source statement, for printing
     loc: Optional[SourceLocation] = field(default=None, repr=False)
+    # Frontends that keep the statement as source text (the C frontend) give its
+    # C code (iterators as free identifiers) and its accesses explicitly; the body
+    # then only describes the written array for reports.
+    c_text: Optional[str] = None
+    reads_override: Optional[isl.UnionMap] = field(default=None, repr=False)
+    write_override: Optional[isl.Map] = field(default=None, repr=False)
 
     @property
     def is_reduction(self) -> bool:
@@ -57,6 +63,8 @@ class Statement:
         return m.intersect_domain(self.domain)
 
     def reads(self) -> isl.UnionMap:
+        if self.reads_override is not None:
+            return self.reads_override.intersect_domain(isl.UnionSet.from_set(self.domain))
         loads = list(B.loads(self.body.value))
         for e in self.body.index:
             loads.extend(B.loads(e))
@@ -68,6 +76,8 @@ class Statement:
         return acc
 
     def write_map(self) -> isl.Map:
+        if self.write_override is not None:
+            return self.write_override.intersect_domain(self.domain)
         return self.access_map(self.body.array, self.body.index)
 
 
