@@ -1,13 +1,18 @@
-"""The ``polytile`` command line: compile, run (and check) and inspect Tile programs.
+"""The ``polytile`` command line: compile, run (and check), inspect, schedule and compare Tile programs.
 
     polytile compile examples/matmul.tile --dims M=64,N=48,K=32        # generated OpenMP C
     polytile run examples/conv2d.tile --check                         # sizes from the file's `// dims:` line
     polytile show examples/softmax.tile --dims M=4,N=5                 # IR, Scop, dependences, schedule tree
+    polytile deps examples/matmul.tile                                # the dependences, one relation at a time
+    polytile schedule examples/matmul.tile --apply steps.json -o s.json   # transform, check, save a schedule
+    polytile run examples/matmul.tile --schedule s.json --check       # ... and use it
+    polytile compare examples/matmul.tile --tile 32,64 --fusion smart # legality, correctness, speed side by side
 
 Every subcommand goes through :mod:`polytile.pipeline` (``load_program``,
-``shapes_from_dims``, ``compile`` -> ``Kernel.specialize_shapes``,
-``run_specialization``); this module only turns command-line text into those
-calls and their results into text.  The pipeline is imported lazily so that
+``shapes_from_dims``, ``parse_dims``, ``schedule``, ``compile`` ->
+``Kernel.specialize_shapes``, ``run_specialization``) or :mod:`polytile.compare`;
+this module only turns command-line text into those calls and their results
+into text.  The pipeline is imported lazily so that
 ``polytile --help`` does not pay for islpy.
 
 Exit codes: 0 success, 1 a user error (any :class:`~polytile.errors.PolytileError`,
@@ -17,30 +22,28 @@ in polytile and keeps its traceback.
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import os
 import re
 import statistics
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import __version__
+from . import compare as compare_mod
+# `run --check` and `compare` judge outputs with the same rules and count flops
+# the same way; they live in polytile.compare (light to import: numpy only).
+from .compare import COUNT_SCAN_LIMIT, RTOL, Check, check_output, format_table
 from .config import get_config, override
 from .errors import PolytileError, SourceLocation
 
 PROG = "polytile"
 DTYPES = ("float32", "float64", "int32", "int64")
-#: Relative tolerances of ``run --check`` for float outputs (integer outputs must match exactly).
-RTOL = {"float32": 1e-4, "float64": 1e-5}
-#: Counting a non-box domain with isl scans every point of all but its last
-#: dimension (about 1-2 us each); above this many the flop count is skipped
-#: rather than making ``run`` wait seconds for a number it only decorates.
-COUNT_SCAN_LIMIT = 200_000
+FUSION = ("none", "smart", "max")  # polytile.schedule.FUSION, spelled here so --help needs no islpy
 
 # A dimension or input name as the user may type it: the ``#`` sigil (which
 # forces the uppercase class in Tile text) is accepted and dropped, since the
@@ -72,17 +75,27 @@ def _strip_sigil(name: str) -> str:
 
 
 def parse_dims(text: str) -> Dict[str, int]:
-    """``"M=64,N=64"`` -> ``{"M": 64, "N": 64}``; raises ValueError with the offending item."""
-    out: Dict[str, int] = {}
+    """``"M=64,N=64"`` -> ``{"M": 64, "N": 64}``; raises ValueError with the offending item.
+
+    The conversion is :func:`polytile.pipeline.parse_dims` (one parser for
+    the API and the command line).  The command line is stricter first:
+    a dimension name must be an identifier and a size non-negative, and an
+    empty value is an error -- the API takes those as "no dims" or lets
+    binding catch them, but a typo on the command line deserves a message
+    naming the item (and argparse's exit status 2).
+    """
+    from . import pipeline
+
     items = _items(text)
     if not items:
         raise ValueError("expected NAME=SIZE[,NAME=SIZE...], e.g. M=64,N=48")
     for item in items:
-        m = _DIM_ITEM.match(item)
-        if not m:
+        if not _DIM_ITEM.match(item):
             raise ValueError(f"bad item {item!r}: expected NAME=SIZE with a non-negative integer SIZE, e.g. M=64")
-        out[_strip_sigil(m.group(1))] = int(m.group(2))
-    return out
+    try:
+        return pipeline.parse_dims(",".join(items))
+    except PolytileError as exc:  # cannot happen after the check above; keep argparse's reporting if it does
+        raise ValueError(exc.message) from None
 
 
 def parse_shapes(text: str) -> Dict[str, Tuple[int, ...]]:
@@ -207,7 +220,7 @@ class Target:
     dims: Dict[str, int]
     shapes: Optional[Tuple[Tuple[int, ...], ...]]   # None: no sizes known (only `show` allows that)
     dtypes: Tuple[str, ...]
-    dims_source: str                                  # "--dims", "the file", or "" (none needed/given)
+    dims_source: str                                  # "--dims", "the file", "the schedule", or ""
 
 
 def _read_source(path: Path) -> str:
@@ -251,8 +264,13 @@ def _header_dim_names(program) -> List[str]:
     return names
 
 
-def resolve(args, *, need_sizes: bool = True) -> Target:
-    """Load FILE and work out the dims, input shapes and dtypes for this command."""
+def resolve(args, *, need_sizes: bool = True, saved: Optional["ScheduleFile"] = None) -> Target:
+    """Load FILE and work out the dims, input shapes and dtypes for this command.
+
+    Sizes come from --dims, else the file's first `// dims:` line, else (with
+    ``saved``) the shapes a saved schedule records in its "meta" -- the sizes
+    it was made and checked for.
+    """
     from . import pipeline
 
     path = Path(args.file)
@@ -292,6 +310,14 @@ def resolve(args, *, need_sizes: bool = True) -> Target:
                               if k not in explicit_shapes)
         where = f"{path}:{hints.dims_line}" if hints.dims is not None else str(path)
         _note(f"no --dims given: using {(text_dims + text_shapes).lstrip(', ')} from {where}")
+    elif saved is not None and saved.shapes is not None and _missing_sizes(program, {}, explicit_shapes) != ([], []):
+        if len(saved.shapes) != len(names):
+            raise PolytileError(f"{saved.path}: its meta has {len(saved.shapes)} input shape(s) but {path} has "
+                                f"{len(names)} input(s); pass --dims")
+        dims, source = {}, "the schedule"
+        shapes = {**dict(zip(names, saved.shapes)), **explicit_shapes}
+        _note(f"no --dims given: using the input shapes saved in {saved.path}: "
+              + ", ".join(f"{n}={_shape_text(shapes[n])}" for n in names))
     else:
         dims, shapes, source = {}, explicit_shapes, ""
 
@@ -304,7 +330,11 @@ def resolve(args, *, need_sizes: bool = True) -> Target:
     else:
         sizes = pipeline.shapes_from_dims(program, dims, shapes)
 
-    dtypes = _dtypes(args, program)
+    meta_dtypes = saved.dtypes if saved is not None and source == "the schedule" else None
+    dtypes = _dtypes(args, program, meta_dtypes)
+    if saved is not None and saved.program is not None and saved.program.strip() != str(program).strip():
+        _note(f"{saved.path} was saved for a different program text than {path}; its steps are replayed "
+              f"and checked on this one")
     return Target(path, program, hints, dims, sizes, dtypes, source)
 
 
@@ -328,7 +358,8 @@ def _missing_message(path: Path, hints: FileHints, missing_dims: List[str], miss
     return msg
 
 
-def _dtypes(args, program) -> Tuple[str, ...]:
+def _dtypes(args, program, fallback: Optional[Sequence[str]] = None) -> Tuple[str, ...]:
+    """--dtypes per input, else --dtype, else ``fallback`` (a saved schedule's), else float32."""
     per_input: Dict[str, str] = {}
     for d in args.dtypes or ():
         per_input.update(d)
@@ -337,7 +368,11 @@ def _dtypes(args, program) -> Tuple[str, ...]:
     if unknown:
         raise UsageError(f"--dtypes names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
                          f"not an input; the inputs are {', '.join(names) or '(none)'}")
-    return tuple(per_input.get(n, args.dtype) for n in names)
+    if args.dtype is None and fallback is not None and len(fallback) == len(names):
+        base = list(fallback)
+    else:
+        base = [args.dtype or "float32"] * len(names)
+    return tuple(per_input.get(n, b) for n, b in zip(names, base))
 
 
 def _note(text: str) -> None:
@@ -353,11 +388,96 @@ def _signature(target: Target) -> str:
                      for n, s, dt in zip(target.program.input_names, target.shapes, target.dtypes))
 
 
-def _specialize(target: Target, args, *, build: bool):
+def _specialize(target: Target, args, *, build: bool, saved: Optional["ScheduleFile"] = None):
+    """Compile for the target's signature: with the saved schedule's steps, or isl's with --fusion."""
     from . import pipeline
 
-    kernel = pipeline.compile(target.program, target=getattr(args, "target", "openmp"))
+    fusion = getattr(args, "fusion", None)
+    options: Dict[str, Any] = {}
+    if saved is not None:
+        options["schedule"] = _recipe(saved, fusion, parallel=True)
+    elif fusion is not None:
+        options["fusion"] = fusion
+    kernel = pipeline.compile(target.program, target=getattr(args, "target", "openmp"), **options)
     return kernel.specialize_shapes(target.shapes, target.dtypes, build=build)
+
+
+# ---------------------------------------------------------------------------
+# Saved schedules (--schedule, --apply, --schedules)
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class ScheduleFile:
+    """A schedule read from JSON: its steps and what its "meta" says it was made for."""
+
+    path: Path
+    steps: Tuple[Any, ...]                          # polytile.schedule.Step
+    shapes: Optional[List[Tuple[int, ...]]] = None  # meta "shapes", one per input
+    dtypes: Optional[List[str]] = None              # meta "dtypes"
+    program: Optional[str] = None                   # meta "program" (the Tile text)
+
+    @property
+    def complete(self) -> bool:
+        """Starts with a base step (as `Schedule.save` writes): a whole recipe, not additions."""
+        return bool(self.steps) and self.steps[0].op == "base"
+
+
+def load_schedule_file(path) -> ScheduleFile:
+    """Read a saved schedule document or a bare JSON list of steps, with errors naming the file."""
+    from . import pipeline
+
+    p = Path(path)
+    if not p.exists():
+        raise PolytileError(f"no such schedule file: {p}")
+    if not p.is_file():
+        raise PolytileError(f"not a file: {p}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolytileError(f"cannot read schedule {p}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PolytileError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    try:
+        steps = pipeline.schedule_steps(doc)
+    except PolytileError as exc:
+        raise PolytileError(f"{p}: {exc.message}; expected a schedule saved by `polytile schedule -o` or a "
+                            f'list of steps like [{{"op": "tile", "stmt": "C", "sizes": {{"i": 32}}}}]') from None
+    meta = doc.get("meta") if isinstance(doc, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    shapes = meta.get("shapes")
+    try:
+        shapes = [tuple(int(x) for x in s) for s in shapes] if shapes is not None else None
+    except (TypeError, ValueError):
+        raise PolytileError(f"{p}: meta \"shapes\" must be a list of shapes (lists of integers)") from None
+    dtypes = meta.get("dtypes")
+    if dtypes is not None:
+        if not (isinstance(dtypes, list) and all(isinstance(d, str) and d in DTYPES for d in dtypes)):
+            raise PolytileError(f"{p}: meta \"dtypes\" must be a list of {', '.join(DTYPES)}")
+    program = meta.get("program") if isinstance(meta.get("program"), str) else None
+    return ScheduleFile(p, tuple(steps), shapes, dtypes, program)
+
+
+def _recipe(saved: Optional[ScheduleFile], fusion: Optional[str], parallel: bool) -> Tuple[Any, ...]:
+    """The complete steps: a saved schedule as it is, or its steps on top of the default (or isl's) schedule.
+
+    A complete saved schedule already names its base; --fusion or
+    --no-parallel contradicting it is a usage error rather than silently ignored.
+    """
+    if saved is None:
+        return compare_mod.base_steps(fusion, parallel)
+    if saved.complete:
+        base = saved.steps[0].kwargs()
+        if fusion is not None and (base.get("kind") != "isl" or base.get("fusion", "smart") != fusion):
+            raise UsageError(f"--fusion {fusion}: {saved.path} is a complete schedule whose base is "
+                             f"{saved.steps[0]}; drop --fusion, or save the steps without their base step")
+        if not parallel and any(s.op == "auto_parallel" for s in saved.steps):
+            raise UsageError(f"--no-parallel: {saved.path} is a complete schedule that includes auto_parallel; "
+                             f"drop --no-parallel, or remove that step")
+        return saved.steps
+    return compare_mod.recipe(list(saved.steps), fusion, parallel)
 
 
 # ---------------------------------------------------------------------------
@@ -365,9 +485,14 @@ def _specialize(target: Target, args, *, build: bool):
 # ---------------------------------------------------------------------------
 
 
+def _saved(args) -> Optional[ScheduleFile]:
+    return load_schedule_file(args.schedule) if getattr(args, "schedule", None) else None
+
+
 def cmd_compile(args) -> int:
-    target = resolve(args)
-    spec = _specialize(target, args, build=args.build)
+    saved = _saved(args)
+    target = resolve(args, saved=saved)
+    spec = _specialize(target, args, build=args.build, saved=saved)
     src = spec.source
     params = ", ".join(f"{p.name}: {p.kind} {p.dtype}[{_shape_text(p.shape)}]" for p in src.params)
     if args.output:
@@ -395,138 +520,23 @@ def cmd_compile(args) -> int:
 
 
 def make_inputs(target: Target, kind: str, seed: int) -> List[np.ndarray]:
-    """Random inputs: small integers (exact in every dtype, so checks can be exact) or normals."""
-    rng = np.random.default_rng(seed)
-    positive = target.hints.positive
-    arrays = []
-    for shape, dtype in zip(target.shapes, target.dtypes):
-        if kind == "int":
-            lo, hi = (1, 4) if positive else (-4, 4)
-            a = rng.integers(lo, hi + 1, size=shape)
-        elif positive:
-            a = rng.uniform(1.0, 4.0, size=shape)
-        else:
-            a = rng.standard_normal(size=shape)
-        if np.dtype(dtype).kind in "iu" and kind == "normal":
-            a = np.rint(a)  # a cast would truncate most normals to 0
-        # np.array, not np.ascontiguousarray: the latter turns a 0-d (scalar input) array into shape (1,).
-        arrays.append(np.array(a, dtype=dtype, order="C"))
-    return arrays
-
-
-def _box_count(dom) -> Optional[int]:
-    """Points of ``dom`` if it is exactly its bounding box (a product of ranges), else None."""
-    import islpy as isl
-
-    n = dom.dim(isl.dim_type.set)
-    lows, highs = [], []
-    for d in range(n):
-        lo, hi = dom.dim_min_val(d), dom.dim_max_val(d)
-        if not (lo.is_int() and hi.is_int()):
-            return None  # unbounded (cannot happen for a Tile domain) or infinite
-        lows.append(lo.to_python())
-        highs.append(hi.to_python())
-    space = dom.get_space()
-    box = isl.Set.universe(space)
-    for d in range(n):
-        box = box.lower_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(dom.get_ctx(), lows[d]))
-        box = box.upper_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(dom.get_ctx(), highs[d]))
-    if not box.is_equal(dom):
-        return None
-    return math.prod(h - lo + 1 for lo, h in zip(lows, highs))
+    """Random inputs for the target's signature (see :func:`polytile.compare.random_inputs`)."""
+    return compare_mod.random_inputs(target.shapes, target.dtypes, kind, seed, positive=target.hints.positive)
 
 
 def count_points(dom) -> Optional[int]:
-    """The number of integer points of an isl Set, or None when counting would be slow.
-
-    A box (matmul, valid convolutions) is counted from its bounds in no time.
-    Otherwise isl's ``count_val`` scans the points of all but the last
-    dimension, so it only runs when that bounding box is small.
-    """
-    import islpy as isl
-
-    if dom.is_empty():
-        return 0
-    box = _box_count(dom)
-    if box is not None:
-        return box
-    n = dom.dim(isl.dim_type.set)
-    scan = 1
-    for d in range(n - 1):
-        lo, hi = dom.dim_min_val(d), dom.dim_max_val(d)
-        if not (lo.is_int() and hi.is_int()):
-            return None
-        scan *= hi.to_python() - lo.to_python() + 1
-    if scan > COUNT_SCAN_LIMIT:
-        return None
-    return dom.count_val().to_python()
+    """Points of an isl Set, or None past :data:`COUNT_SCAN_LIMIT` (see :func:`polytile.compare.count_points`)."""
+    # The limit is read here, at call time, so it stays adjustable on this module.
+    return compare_mod.count_points(dom, COUNT_SCAN_LIMIT)
 
 
 def count_flops(spec) -> Optional[int]:
     """2 x the iteration points of every contraction update (a combine and a fold each)."""
-    total = 0
-    for s in spec.scop.statements:
-        if s.kind != "contract":
-            continue
-        n = count_points(s.domain)
-        if n is None:
-            return None
-        total += 2 * n
-    return total
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool
-    err: float
-    tol_text: str
-    detail: str = ""
-
-
-def check_output(name: str, got: np.ndarray, want: np.ndarray) -> Check:
-    """Compare one compiled output with the oracle's: exact for integers, relative bound for floats."""
-    got, want = np.asarray(got), np.asarray(want)
-    if got.shape != want.shape:
-        return Check(name, False, math.inf, "-", f"shape {got.shape} but the reference has {want.shape}")
-    dtype = np.dtype(want.dtype)
-    exact = dtype.kind not in "fc"
-    g = got.astype(np.float64)
-    w = want.astype(np.float64)
-    # Equal infinities and NaN-vs-NaN agree (masked_max gives -inf by design;
-    # log of a non-positive input gives nan in both); `inf - inf` would be nan.
-    same = (g == w) | (np.isnan(g) & np.isnan(w))
-    with np.errstate(invalid="ignore"):  # inf - inf where `same` already decided
-        diff = np.where(same, 0.0, np.abs(g - w))
-    diff = np.where(np.isnan(diff), np.inf, diff)
-    err = float(diff.max()) if diff.size else 0.0
-    if exact:
-        tol, tol_text = 0.0, "exact"
-        bad = ~same if got.dtype == want.dtype else (got != want)
-        ok = not bool(np.any(bad))
-    else:
-        rtol = RTOL.get(dtype.name, RTOL["float32"])
-        finite = w[np.isfinite(w)]
-        scale = max(1.0, float(np.abs(finite).max())) if finite.size else 1.0
-        tol = rtol * scale
-        tol_text = f"{tol:.3g}"
-        bad = diff > tol
-        ok = not bool(np.any(bad))
-    detail = ""
-    if got.dtype != want.dtype:
-        ok = False
-        detail = f"dtype {got.dtype} but the reference has {want.dtype}"
-    elif not ok:
-        worst = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
-        where = "[" + ", ".join(str(int(i)) for i in worst) + "]"
-        detail = (f"{int(np.count_nonzero(bad))} of {diff.size} elements differ; worst at {where}: "
-                  f"got {got[worst]!r}, expected {want[worst]!r}")
-    return Check(name, ok, err, tol_text, detail)
+    return compare_mod.count_flops(spec, COUNT_SCAN_LIMIT)
 
 
 def _table(rows: List[List[str]]) -> str:
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
+    return format_table(rows)
 
 
 def _ms(seconds: float) -> str:
@@ -536,22 +546,18 @@ def _ms(seconds: float) -> str:
 def cmd_run(args) -> int:
     from . import pipeline
 
-    target = resolve(args)
-    spec = _specialize(target, args, build=True)
+    saved = _saved(args)
+    target = resolve(args, saved=saved)
+    spec = _specialize(target, args, build=True, saved=saved)
     arrays = make_inputs(target, args.inputs, args.seed)
+    results: List[Tuple[np.ndarray, ...]] = []
 
     def call():
         out = pipeline.run_specialization(spec, arrays)
-        return out if isinstance(out, tuple) else (out,)
+        results[:] = [out if isinstance(out, tuple) else (out,)]
 
-    for _ in range(args.warmup):
-        call()
-    times = []
-    outs = None
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        outs = call()
-        times.append(time.perf_counter() - t0)
+    times = compare_mod.time_calls(call, args.repeat, args.warmup)
+    outs = results[0]
     med, best = statistics.median(times), min(times)
 
     dims = ", ".join(f"{k}={v}" for k, v in spec.bound.dims.items()) or "none"
@@ -652,6 +658,161 @@ def cmd_show(args) -> int:
 
 
 # ---------------------------------------------------------------------------
+# deps
+# ---------------------------------------------------------------------------
+
+#: The relations of polytile.deps.Dependences, in the order `deps` prints them.
+DEP_RELATIONS = (
+    ("flow (RAW, memory-based)", "flow", "a write, then a later read of the same cell"),
+    ("flow (RAW, value-based)", "flow_value", "a read and the last write before it (the value it sees)"),
+    ("anti (WAR)", "anti", "a read, then a later write of the same cell"),
+    ("output (WAW)", "output", "a write, then a later write of the same cell"),
+    ("reduction", "reduction", "an aggregation onto its own cell: may be reordered, not run in parallel as is"),
+)
+
+
+def _relation_lines(rel, order: Sequence[str]) -> List[str]:
+    """One line per (source, sink) statement pair of an isl union map, in statement order."""
+    maps: List[Any] = []
+    rel.coalesce().foreach_map(maps.append)
+    rank = {n: k for k, n in enumerate(order)}
+
+    def key(m):
+        import islpy as isl
+
+        return (rank.get(m.get_tuple_name(isl.dim_type.in_), len(rank)),
+                rank.get(m.get_tuple_name(isl.dim_type.out), len(rank)), str(m))
+
+    return [str(m) for m in sorted(maps, key=key)]
+
+
+def _specialised_header(target: Target, spec) -> str:
+    dims = ", ".join(f"{k}={v}" for k, v in spec.bound.dims.items()) or "none"
+    return f"// {target.path} specialised to {dims}; inputs {_signature(target) or '(none)'}"
+
+
+def cmd_deps(args) -> int:
+    target = resolve(args)
+    spec = _specialize(target, args, build=False)
+    print(_specialised_header(target, spec))
+    print()
+    print("statements:")
+    for s in spec.scop.statements:
+        print(f"  {s.name}: {s.text or s.kind}")
+    order = [s.name for s in spec.scop.statements]
+    for title, attr, meaning in DEP_RELATIONS:
+        rel = getattr(spec.deps, attr)
+        print()
+        print(f"{title}: {meaning}")
+        lines = _relation_lines(rel, order)
+        for line in lines or ["(none)"]:
+            print(f"  {line}")
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# schedule
+# ---------------------------------------------------------------------------
+
+
+def _contraction_lines(schedule) -> List[str]:
+    from .schedule import contracted_bytes, traffic_saved
+
+    arrays = contracted_bytes(schedule)
+    if not arrays:
+        return []
+    lines = [f"  {name}: {nbytes} bytes never stored (kept in a scalar inside the fused loops)"
+             for name, nbytes in sorted(arrays.items())]
+    lines.append(f"  memory traffic saved: at least {traffic_saved(schedule)} bytes "
+                 f"(each contracted array written once and read once)")
+    return lines
+
+
+def cmd_schedule(args) -> int:
+    from . import pipeline
+
+    saved = load_schedule_file(args.apply) if args.apply else None
+    target = resolve(args, saved=saved)
+    steps = _recipe(saved, args.fusion, parallel=not args.no_parallel)
+    shapes = dict(zip(target.program.input_names, target.shapes))
+    sched = pipeline.schedule(target.program, shapes=shapes, dtypes=list(target.dtypes), steps=steps)
+    dims = ", ".join(f"{k}={v}" for k, v in target.dims.items())
+    print(f"// {target.path}" + (f" specialised to {dims}" if dims else "")
+          + f"; inputs {_signature(target) or '(none)'}")
+    print()
+    print("== schedule (loop tree)")
+    print(sched.describe())
+    print()
+    print("== schedule tree (isl)")
+    print(_schedule_yaml(sched))
+    contraction = _contraction_lines(sched)
+    if contraction:
+        print()
+        print("== array contraction")
+        print("\n".join(contraction))
+    if args.output:
+        out = Path(args.output)
+        try:
+            sched.save(out)
+        except OSError as exc:
+            raise PolytileError(f"cannot write {out}: {exc.strerror or exc}") from None
+        print()
+        print(f"wrote {out} ({len(sched.steps)} steps); use it with: "
+              f"{PROG} run {target.path} --schedule {out} --check")
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# compare
+# ---------------------------------------------------------------------------
+
+
+def cmd_compare(args) -> int:
+    out = Path(args.output) if args.output else None
+    if out is not None and out.suffix.lower() not in (".csv", ".json"):
+        # Found now, not after minutes of measuring.
+        raise UsageError(f"-o {out}: name the results file .csv or .json")
+    files = [load_schedule_file(f) for f in args.schedules or ()]
+    # With no sizes given anywhere else, the first saved schedule's shapes are the ones it was checked for.
+    target = resolve(args, saved=next((f for f in files if f.shapes is not None), None))
+
+    cands = [compare_mod.default()]
+    for f in files:
+        cands.append(compare_mod.Candidate(f.path.stem, _recipe(f, None, parallel=True), f"file {f.path}"))
+    for choice in args.fusion or ():
+        cands.append(compare_mod.fusion(choice))
+    for size in args.tile or ():
+        cands.append(compare_mod.tiled(size))
+
+    def progress(text: str) -> None:
+        if not args.quiet:
+            _note(text)
+
+    result = compare_mod.compare(target.program, target.shapes, target.dtypes, cands, repeat=args.repeat,
+                                 warmup=args.warmup, inputs=args.inputs, seed=args.seed,
+                                 positive=target.hints.positive, progress=progress,
+                                 extra_provenance={"file": str(target.path)})
+    prov = result.provenance
+    machine, cc = prov["machine"], prov["compiler"]
+    dims = ", ".join(f"{k}={v}" for k, v in prov["dims"].items()) or "none"
+    print(f"program  {target.path}  ({dims}; inputs {_signature(target) or '(none)'})")
+    print(f"machine  {machine['node']}: {machine['processor']}, {machine['cpu_count']} logical CPUs"
+          + (f", OMP_NUM_THREADS={machine['omp_num_threads']}" if machine.get("omp_num_threads") else ""))
+    print(f"compiler {cc.get('path', cc.get('name'))} ({cc.get('version', cc.get('error', '?'))}) "
+          f"{' '.join(prov['flags'])}")
+    flops = prov.get("flops")
+    print(f"timing   {args.repeat} timed call(s) after {args.warmup} warm-up per candidate; inputs {prov['inputs']}"
+          + (f"; {flops} flops per call" if flops else ""))
+    print()
+    print(result.table())
+    if out is not None:
+        result.save(out)
+        print()
+        print(f"wrote {out} ({len(result.rows)} candidates, with provenance and each schedule)")
+    return 0 if result.ok else 1
+
+
+# ---------------------------------------------------------------------------
 # The parser
 # ---------------------------------------------------------------------------
 
@@ -660,6 +821,10 @@ examples:
   polytile compile examples/matmul.tile --dims M=64,N=48,K=32
   polytile run examples/conv2d.tile --check
   polytile show examples/softmax.tile --dims M=4,N=5
+  polytile deps examples/matmul.tile --dims M=8,N=8,K=8
+  polytile schedule examples/matmul.tile --apply steps.json -o sched.json
+  polytile run examples/matmul.tile --schedule sched.json --check
+  polytile compare examples/matmul.tile --dims M=256,N=256,K=256 --tile 32,64 --fusion smart
 
 Sizes: --dims gives every dimension name of the inputs' headers; without it
 the first `// dims:` comment line of the file is used.  POLYTILE_DEBUG=1..3
@@ -672,9 +837,12 @@ examples:
   polytile compile examples/matmul.tile --dims M=64,N=48,K=32
   polytile compile examples/conv2d.tile -o conv2d.c --build
   polytile compile examples/gemm.tile --dims "M=32, K=24, N=40" --dtype float64
+  polytile compile examples/matmul_bias_relu.tile --fusion max
+  polytile compile examples/matmul.tile --schedule sched.json     # from `polytile schedule ... -o sched.json`
 
 Without -o the C goes to stdout and the entry point's signature (and, with
---build, the library path) to stderr.
+--build, the library path) to stderr.  With --schedule and no --dims (and no
+`// dims:` line in the file) the sizes the schedule was saved for are used.
 """
 
 _RUN_EPILOG = """\
@@ -682,6 +850,8 @@ examples:
   polytile run examples/matmul.tile --dims M=256,N=256,K=256 --repeat 20
   polytile run examples/conv2d.tile --check
   polytile run examples/elementwise_chain.tile --dims N=32 --shape X=6x1 --inputs normal --check
+  polytile run examples/matmul_bias_relu.tile --fusion smart --check
+  polytile run examples/matmul.tile --dims M=512,N=512,K=512 --schedule sched.json --check
 
 --check compares every output with the reference interpreter: integer
 outputs must match exactly; float outputs must satisfy
@@ -697,6 +867,74 @@ examples:
   polytile show examples/conv2d_strided.tile --dims N=1,H=9,W=9,CI=2,KH=3,KW=3,CO=4
 
 Without sizes (no --dims and no `// dims:` line) only the program is shown.
+"""
+
+_DEPS_EPILOG = """\
+examples:
+  polytile deps examples/matmul.tile --dims M=8,N=8,K=8
+  polytile deps examples/matmul_bias_relu.tile
+  polytile deps examples/cumsum.tile --dims N=6
+
+Each relation is printed as isl maps from a source statement instance to a
+sink instance that must follow it, one map per (source, sink) statement pair:
+
+  reduction:
+    { S0[i, j, k] -> S0[i' = i, j' = j, k'] : ... and k < k' <= 7 }
+
+reads "iteration (i, j, k) of S0 and every later k' of the same (i, j) update
+the same cell".  Statement names (Z0, S0, E1, ...) are listed first with their
+Tile text; they are the names `polytile schedule` steps may use (or the
+tensor name, e.g. "C", for its main statement).
+"""
+
+_SCHEDULE_EPILOG = """\
+examples:
+  polytile schedule examples/matmul.tile --dims M=256,N=256,K=256
+  polytile schedule examples/matmul.tile --apply steps.json -o sched.json
+  polytile schedule examples/matmul_bias_relu.tile --fusion smart
+  polytile schedule examples/matmul.tile --no-parallel --apply ikj.json -o ikj.json
+
+where steps.json is a list of steps, replayed in order on the default schedule
+(program order with the outermost dependence-free loops parallel; isl's
+schedule with --fusion; without the parallel marks with --no-parallel):
+
+  [{"op": "tile", "stmt": "C", "sizes": {"i": 32, "j": 32}},
+   {"op": "parallel", "stmt": "C", "loop": "i_t"}]
+
+and ikj.json is [{"op": "interchange", "stmt": "C", "a": "j", "b": "k"}].
+Steps: tile(stmt, sizes), interchange(stmt, a, b), reorder(stmt, order),
+split(stmt, loop, factor), skew(stmt, loop, by, factor), reverse(stmt, loop),
+shift(stmt, loop, amount), fuse(a, b, depth), distribute(stmt, depth),
+parallel(stmt, loop, reduction), vectorize(stmt, loop), unroll(stmt, loop,
+factor), unmark(stmt, loop, kind), auto_parallel.  A file written with -o
+starts with its base step and is used as it is (by --apply, and by compile/run
+--schedule, which also take its saved sizes when none are given).
+
+Every step is checked against the dependences: an illegal one stops with the
+violated dependence and a pair of iterations it would run in the wrong order
+(exit status 1).
+"""
+
+_COMPARE_EPILOG = """\
+examples:
+  polytile compare examples/matmul.tile --dims M=256,N=256,K=256 --tile 16,32,64
+  polytile compare examples/matmul_bias_relu.tile --fusion none,smart,max -o fusion.csv
+  polytile compare examples/matmul.tile --schedules ikj.json tiled.json --repeat 20 -o mm.json
+
+Candidates, in this order: "default" (what compile does), each --schedules
+file (named after it), "isl-<choice>" for each --fusion choice (isl's
+scheduler, then auto_parallel), and "tile<T>" for each --tile size (the
+default schedule with the first two loops of every contraction tiled by T and
+the outermost tile loop parallel).  Each is checked for legality (an illegal
+one is listed with the reason and not run), compiled, run on the same random
+inputs, checked once against the reference interpreter (ok / MISMATCH; exact
+for integer outputs, as `run --check` for floats), then timed: median, min and
+max over --repeat calls after --warmup.  GFLOP/s counts 2 flops per
+contraction iteration point; speedup is relative to the first candidate.
+
+-o writes CSV or JSON (by the suffix) with the machine, compiler and flags,
+versions, date, program, sizes, and every candidate's steps and loop tree.
+Exit status 1 if any candidate fails to build or mismatches the reference.
 """
 
 
@@ -718,10 +956,45 @@ def _shape_options(p: argparse.ArgumentParser) -> None:
                         "Default: the file's first `// dims:` line")
     g.add_argument("--shape", action="append", type=_arg_type(parse_shapes, "shape"), metavar="X=3x4",
                    help="shape of an input declared without dimensions (repeatable; NAME=scalar for rank 0)")
-    g.add_argument("--dtype", default="float32", choices=DTYPES,
+    # default None: a saved schedule's dtypes apply unless one is given (float32 otherwise)
+    g.add_argument("--dtype", default=None, choices=DTYPES,
                    help="element type of every input (default: float32)")
     g.add_argument("--dtypes", action="append", type=_arg_type(parse_dtypes, "dtypes"), metavar="A=float64,B=int32",
                    help="element type per input, overriding --dtype")
+
+
+def _fusion_list(text: str) -> List[str]:
+    out = []
+    for item in _items(text.replace(",", " ")):
+        if item not in FUSION:
+            raise ValueError(f"unknown fusion choice {item!r}; choose from {', '.join(FUSION)}")
+        if item not in out:
+            out.append(item)
+    if not out:
+        raise ValueError(f"expected a comma-separated list of {', '.join(FUSION)}")
+    return out
+
+
+def _size_list(text: str) -> List[int]:
+    out = []
+    items = _items(text.replace(",", " "))
+    if not items:
+        raise ValueError("expected comma-separated positive integers, e.g. 16,32,64")
+    for item in items:
+        if not item.isdigit() or int(item) < 1:
+            raise ValueError(f"bad tile size {item!r}: expected a positive integer")
+        if int(item) not in out:
+            out.append(int(item))
+    return out
+
+
+def _schedule_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("schedule")
+    g.add_argument("--schedule", metavar="SCHED.json",
+                   help="compile with this schedule (from `polytile schedule -o`, or a JSON list of steps "
+                        "applied to the default schedule)")
+    g.add_argument("--fusion", choices=FUSION,
+                   help="base schedule from isl's scheduler with this fusion choice instead of program order")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -744,6 +1017,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--build", action="store_true",
                    help="also compile the C into a shared library (cached) and print its path")
     _shape_options(p)
+    _schedule_options(p)
     _common(p, sub=True)
     p.set_defaults(handler=cmd_compile)
 
@@ -763,6 +1037,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="int: integers in [-4, 4] (exact, the default); normal: standard normal.  "
                         "A file with `// inputs: positive` gets values in [1, 4] either way")
     _shape_options(p)
+    _schedule_options(p)
     _common(p, sub=True)
     p.set_defaults(handler=cmd_run)
 
@@ -775,6 +1050,59 @@ def build_parser() -> argparse.ArgumentParser:
     _shape_options(p)
     _common(p, sub=True)
     p.set_defaults(handler=cmd_show)
+
+    p = subs.add_parser("deps", formatter_class=_Formatter, epilog=_DEPS_EPILOG,
+                        help="print the dependences (flow, anti, output, reduction) as isl relations",
+                        description="Compute the dependences of a Tile program for concrete sizes and print "
+                                    "each relation (memory- and value-based flow, anti, output, reduction) "
+                                    "as isl text, one map per pair of statements.")
+    p.add_argument("file", metavar="FILE.tile", help="the Tile program")
+    _shape_options(p)
+    _common(p, sub=True)
+    p.set_defaults(handler=cmd_deps)
+
+    p = subs.add_parser("schedule", formatter_class=_Formatter, epilog=_SCHEDULE_EPILOG,
+                        help="build a schedule, apply transformation steps, check and save it",
+                        description="Build the default schedule of a Tile program (or isl's with --fusion), "
+                                    "replay the transformation steps of --apply on it with every step checked "
+                                    "against the dependences, and print the loop tree, the isl schedule tree "
+                                    "and the memory traffic array contraction saves.  -o saves the schedule "
+                                    "as JSON for compile/run --schedule and compare --schedules.")
+    p.add_argument("file", metavar="FILE.tile", help="the Tile program")
+    p.add_argument("--fusion", choices=FUSION,
+                   help="start from isl's scheduler with this fusion choice instead of program order")
+    p.add_argument("--apply", metavar="STEPS.json",
+                   help="steps to replay: a JSON list of steps, or a schedule saved with -o")
+    p.add_argument("--no-parallel", action="store_true",
+                   help="leave out the automatic parallel marks (auto_parallel) of the base schedule")
+    p.add_argument("-o", "--output", metavar="SCHED.json", help="save the schedule (steps, isl tree, sizes) here")
+    _shape_options(p)
+    _common(p, sub=True)
+    p.set_defaults(handler=cmd_schedule)
+
+    p = subs.add_parser("compare", formatter_class=_Formatter, epilog=_COMPARE_EPILOG,
+                        help="check, run and time several schedules of one program side by side",
+                        description="Build candidate schedules of a Tile program (the default, saved ones, "
+                                    "isl's fusion choices, tilings), check each for legality and against the "
+                                    "reference interpreter, time them on the same inputs and print one table; "
+                                    "-o writes it as CSV or JSON with provenance.")
+    p.add_argument("file", metavar="FILE.tile", help="the Tile program")
+    p.add_argument("--schedules", nargs="+", metavar="SCHED.json", default=[],
+                   help="saved schedules (or JSON step lists) to compare")
+    p.add_argument("--fusion", type=_arg_type(_fusion_list, "fusion"), metavar="none,smart,max",
+                   help="isl scheduler candidates, one per fusion choice")
+    p.add_argument("--tile", type=_arg_type(_size_list, "tile"), metavar="16,32,64",
+                   help="tiled candidates, one per size")
+    p.add_argument("--repeat", type=_positive_int, default=10, metavar="N", help="timed runs (default: 10)")
+    p.add_argument("--warmup", type=_count, default=2, metavar="N", help="untimed runs first (default: 2)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed for the inputs (default: 0)")
+    p.add_argument("--inputs", choices=("int", "normal"), default="int",
+                   help="int: integers in [-4, 4] (exact, the default); normal: standard normal")
+    p.add_argument("-o", "--output", metavar="RESULTS.csv|.json", help="write the results and provenance here")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    _shape_options(p)
+    _common(p, sub=True)
+    p.set_defaults(handler=cmd_compare)
     return parser
 
 

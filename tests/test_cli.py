@@ -5,6 +5,7 @@ two run ``python -m polytile`` in a subprocess to prove the entry point.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -356,7 +357,8 @@ def test_internal_errors_are_not_swallowed(monkeypatch):
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["compile", "--help"], ["run", "--help"], ["show", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["compile", "--help"], ["run", "--help"], ["show", "--help"],
+                                  ["deps", "--help"], ["schedule", "--help"], ["compare", "--help"]])
 def test_help(capsys, argv):
     code, out, err = run_cli(capsys, *argv)
     assert code == 0
@@ -391,6 +393,7 @@ def test_verbose_sets_debug_only_for_the_command(capsys):
 
 def test_option_parsers():
     assert cli.parse_dims("M=64, N=48,K=32") == {"M": 64, "N": 48, "K": 32}
+    assert cli.parse_dims("M=64\tN=1") == {"M": 64, "N": 1}
     assert cli.parse_dims("#out=3") == {"out": 3}
     assert cli.parse_shapes("X=6x1, S=scalar") == {"X": (6, 1), "S": ()}
     assert cli.parse_dtypes("A=float64,B=int32") == {"A": "float64", "B": "int32"}
@@ -399,6 +402,295 @@ def test_option_parsers():
             cli.parse_dims(bad)
     with pytest.raises(ValueError):
         cli.parse_shapes("X=3x")
+
+
+def test_parse_dims_is_the_pipelines(monkeypatch):
+    """One dims parser: the CLI checks its stricter syntax, then converts with pipeline.parse_dims."""
+    from polytile import pipeline
+
+    calls = []
+    real = pipeline.parse_dims
+
+    def spy(text):
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(pipeline, "parse_dims", spy)
+    assert cli.parse_dims("#M=3 N=4") == {"M": 3, "N": 4}
+    assert calls == ["#M=3,N=4"]
+    for bad in ("M=-3", "1=2", ""):  # the API would accept or ignore these; the command line refuses them
+        with pytest.raises(ValueError):
+            cli.parse_dims(bad)
+    assert len(calls) == 1
+
+
+# ---------------------------------------------------------------------------
+# deps
+# ---------------------------------------------------------------------------
+
+
+def _section(out: str, title: str) -> str:
+    """The lines of `polytile deps` output under ``title:`` up to the next blank line."""
+    start = out.index(f"\n{title}:") + 1
+    end = out.find("\n\n", start)
+    return out[start:] if end < 0 else out[start:end]
+
+
+def test_deps_prints_each_relation_and_the_reduction(capsys):
+    code, out, err = run_cli(capsys, "deps", EX / "matmul.tile", "--dims", "M=4,N=5,K=3")
+    assert code == 0, err
+    assert "specialised to M=4, K=3, N=5" in out  # dims in the order the header introduces them
+    assert "  S0: C[i, j : M, N] = +(A[i, k] * B[k, j])" in out  # statement legend
+    for title in ("flow (RAW, memory-based)", "flow (RAW, value-based)", "anti (WAR)", "output (WAW)",
+                  "reduction"):
+        assert f"\n{title}:" in out
+    red = _section(out, "reduction")
+    # (isl may print the order constraint either way round)
+    assert "{ S0[i, j, k] -> S0[i' = i, j' = j, k'] : " in red and re.search(r"k < k'|k' > k", red)
+    assert "Z0" not in red  # the initialisation is not part of the reduction
+    value = _section(out, "flow (RAW, value-based)")
+    # one isl map per statement pair: Z0 -> S0 (first k) and S0 -> S0 (next k)
+    assert re.search(r"^  \{ Z0\[o0, o1\] -> S0\[i = o0, j = o1, k = 0\]", value, re.M)
+    assert re.search(r"^  \{ S0\[i, j, k\] -> S0\[i' = i, j' = j, k' = 1 \+ k\]", value, re.M)
+
+
+def test_deps_of_an_elementwise_program_has_no_reduction(capsys):
+    code, out, err = run_cli(capsys, "deps", EX / "matmul_bias_relu.tile")
+    assert code == 0, err
+    assert _section(out, "reduction").splitlines()[1].strip().startswith("{ S0[")
+    assert "E1[" in _section(out, "flow (RAW, memory-based)")  # C flows into the elementwise statement
+    assert "(none)" in _section(out, "anti (WAR)") or "S0" in _section(out, "anti (WAR)")
+
+
+# ---------------------------------------------------------------------------
+# schedule, compile/run --schedule
+# ---------------------------------------------------------------------------
+
+TILE_STEPS = [{"op": "tile", "stmt": "C", "sizes": {"i": 8, "j": 8}}, {"op": "parallel", "stmt": "C", "loop": "i_t"}]
+MM_DIMS = "M=24,N=16,K=8"
+
+
+def _write(path: Path, doc) -> Path:
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_schedule_default_prints_loop_tree_and_isl_tree(capsys):
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--dims", MM_DIMS)
+    assert code == 0, err
+    assert "== schedule (loop tree)" in out and "== schedule tree (isl)" in out
+    assert re.search(r"^for i in \[0, 23\]:  \[parallel\]$", out, re.M)
+    assert "domain: \"{ Z0[o0, o1]" in out
+    assert "array contraction" not in out  # nothing to contract in matmul
+
+
+def test_schedule_apply_prints_and_saves(capsys, tmp_path):
+    steps = _write(tmp_path / "steps.json", TILE_STEPS)
+    dest = tmp_path / "sched.json"
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--dims", MM_DIMS, "--apply", steps, "-o", dest)
+    assert code == 0, err
+    assert re.search(r"^for i_t in \[0, 2\]:  \[parallel\]$", out, re.M)
+    assert re.search(r"^  for j_t in \[0, 1\]:$", out, re.M)
+    assert "floor((i)/8)" in out  # the isl tree has the tile loop
+    assert f"wrote {dest} (4 steps)" in out
+    doc = json.loads(dest.read_text())
+    assert [s["op"] for s in doc["steps"]] == ["base", "auto_parallel", "tile", "parallel"]
+    assert doc["steps"][2] == {"op": "tile", "stmt": "C", "sizes": {"i": 8, "j": 8}}
+    assert doc["meta"]["shapes"] == [[24, 8], [8, 16]] and doc["meta"]["dtypes"] == ["float32", "float32"]
+
+
+def test_saved_schedule_compiles_to_the_same_c_as_the_schedule_object(capsys, tmp_path):
+    from polytile import pipeline
+
+    sched = pipeline.schedule(EX / "matmul.tile", dims=MM_DIMS).tile("C", i=8, j=8).parallel("C", "i_t")
+    kernel = pipeline.compile(EX / "matmul.tile", schedule=sched)
+    want = kernel.source(shapes=[(24, 8), (8, 16)], dtypes=["float32", "float32"])
+
+    steps = _write(tmp_path / "steps.json", TILE_STEPS)
+    saved = tmp_path / "sched.json"
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--dims", MM_DIMS, "--apply", steps, "-o", saved)
+    assert code == 0, err
+    c_file = tmp_path / "mm.c"
+    code, out, err = run_cli(capsys, "compile", EX / "matmul.tile", "--dims", MM_DIMS, "--schedule", saved, "-o", c_file)
+    assert code == 0, err
+    assert c_file.read_text() == want  # byte-identical
+    assert "floor" in want or "/ 8" in want or "8 *" in want  # and it is tiled
+
+
+def test_compile_schedule_uses_the_saved_shapes(capsys, tmp_path):
+    # A copy of matmul without `// dims:` lines: the schedule's meta gives the sizes (and dtypes).
+    src = tmp_path / "mm.tile"
+    src.write_text("function (A[M, K], B[K, N]) -> (C) {\n  C[i, j : M, N] = +(A[i, k] * B[k, j]);\n}\n")
+    steps = _write(tmp_path / "steps.json", TILE_STEPS)
+    saved = tmp_path / "sched.json"
+    code, out, err = run_cli(capsys, "schedule", src, "--dims", "M=20,N=12,K=5", "--dtype", "float64",
+                             "--apply", steps, "-o", saved)
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "compile", src, "--schedule", saved)
+    assert code == 0, err
+    assert f"using the input shapes saved in {saved}: A=20x5, B=5x12" in err
+    assert "entry: pt_mm(A: input float64[20x5], B: input float64[5x12], C: output float64[20x12])" in err
+    code, out, err = run_cli(capsys, "run", src, "--schedule", saved, "--check", "--repeat", "1", "--warmup", "0")
+    assert code == 0, out + err
+    assert re.search(r"^C\s+20x12\s+float64\s+0\s+\S+\s+PASS$", out, re.M)
+
+
+def test_run_with_a_bare_step_list_and_with_fusion(capsys, tmp_path):
+    steps = _write(tmp_path / "steps.json", TILE_STEPS)
+    code, out, err = run_cli(capsys, "run", EX / "matmul.tile", "--dims", MM_DIMS, "--schedule", steps,
+                             "--check", "--repeat", "1", "--dtype", "int32")
+    assert code == 0, out + err
+    assert "PASS" in out
+    code, out, err = run_cli(capsys, "run", EX / "matmul_bias_relu.tile", "--fusion", "smart", "--check",
+                             "--repeat", "1")
+    assert code == 0, out + err
+    assert "PASS" in out
+
+
+def test_compile_fusion_fuses(capsys):
+    code, out, err = run_cli(capsys, "compile", EX / "matmul_bias_relu.tile", "--fusion", "none")
+    assert code == 0, err
+    unfused = out
+    code, out, err = run_cli(capsys, "compile", EX / "matmul_bias_relu.tile", "--fusion", "smart")
+    assert code == 0, err
+    assert out != unfused
+
+
+def test_schedule_contraction_bytes_are_reported(capsys):
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul_bias_relu.tile", "--dims", "M=8,K=4,N=6",
+                             "--fusion", "smart")
+    assert code == 0, err
+    assert "== array contraction" in out
+    assert "  C: 192 bytes never stored" in out  # 8 x 6 float32
+    assert "memory traffic saved: at least 384 bytes" in out
+
+
+def test_schedule_illegal_step_exits_1_naming_the_dependence(capsys, tmp_path):
+    bad = _write(tmp_path / "bad.json", [{"op": "parallel", "stmt": "C", "loop": "k"}])
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--dims", MM_DIMS, "--apply", bad)
+    assert code == 1
+    assert "illegal" in err
+    assert "loop 'k' of S0 carries a dependence" in err
+    assert "dependence S0 -> S0: { S0[i, j, k] -> S0[i' = i, j' = j, k']" in err
+    assert "Traceback" not in err
+    # compile/run --schedule refuse it the same way, before any C is generated
+    code, out, err = run_cli(capsys, "compile", EX / "matmul.tile", "--dims", MM_DIMS, "--schedule", bad)
+    assert code == 1 and "illegal" in err and out == ""
+
+
+def test_schedule_file_errors(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--apply", tmp_path / "nope.json")
+    assert code == 1 and "no such schedule file" in err
+    junk = tmp_path / "junk.json"
+    junk.write_text("{not json")
+    code, out, err = run_cli(capsys, "run", EX / "matmul.tile", "--schedule", junk)
+    assert code == 1 and f"{junk}: not valid JSON" in err
+    nosteps = _write(tmp_path / "nosteps.json", {"tree": "x"})
+    code, out, err = run_cli(capsys, "compile", EX / "matmul.tile", "--schedule", nosteps)
+    assert code == 1 and "no 'steps' list" in err
+    unknown = _write(tmp_path / "unknown.json", [{"op": "teleport", "stmt": "C"}])
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--apply", unknown)
+    assert code == 1 and "unknown schedule step 'teleport'" in err
+    noloop = _write(tmp_path / "noloop.json", [{"op": "parallel", "stmt": "C", "loop": "q"}])
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--apply", noloop)
+    assert code == 1 and "has no loop 'q'" in err
+
+
+def test_complete_schedule_conflicting_with_fusion_is_a_usage_error(capsys, tmp_path):
+    saved = tmp_path / "sched.json"
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--dims", MM_DIMS, "-o", saved)
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "compile", EX / "matmul.tile", "--schedule", saved, "--fusion", "max")
+    assert code == 2 and "is a complete schedule whose base is base(kind='original')" in err
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--apply", saved, "--no-parallel")
+    assert code == 2 and "--no-parallel" in err
+
+
+def test_schedule_no_parallel(capsys):
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--dims", MM_DIMS, "--no-parallel")
+    assert code == 0, err
+    assert "[parallel]" not in out and "auto_parallel" not in out
+
+
+# ---------------------------------------------------------------------------
+# compare
+# ---------------------------------------------------------------------------
+
+
+def _csv_rows(path: Path):
+    import csv
+
+    lines = [ln for ln in path.read_text().splitlines(keepends=True) if not ln.startswith("#")]
+    return list(csv.DictReader(lines))
+
+
+def test_compare_writes_csv_and_json_one_row_per_candidate(capsys, tmp_path):
+    args = ["compare", EX / "matmul.tile", "--dims", "M=32,N=32,K=32", "--tile", "8,16", "--fusion", "none,smart",
+            "--repeat", "2", "--warmup", "1", "-q"]
+    names = ["default", "isl-none", "isl-smart", "tile8", "tile16"]
+    out_csv = tmp_path / "r.csv"
+    code, out, err = run_cli(capsys, *args, "-o", out_csv)
+    assert code == 0, out + err
+    header = re.search(r"^candidate\s+legal\s+check\s+median ms\s+min ms\s+max ms\s+GFLOP/s\s+speedup$", out, re.M)
+    assert header
+    for n in names:
+        assert re.search(rf"^{n}\s+yes\s+ok\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+x$", out, re.M), n
+    rows = _csv_rows(out_csv)
+    assert [r["name"] for r in rows] == names
+    assert all(r["legal"] == "yes" and r["check"] == "ok" for r in rows)
+    assert float(rows[0]["speedup"]) == 1.0
+    tile8 = rows[names.index("tile8")]
+    assert json.loads(tile8["steps"])[-2:] == [{"op": "tile", "stmt": "C", "sizes": {"i": 8, "j": 8}},
+                                               {"op": "parallel", "stmt": "C", "loop": "i_t", "reduction": False}]
+    assert "for i_t in [0, 3]:  [parallel]" in tile8["schedule"]
+    comments = {ln[2:].split(":", 1)[0] for ln in out_csv.read_text().splitlines() if ln.startswith("# ")}
+    assert {"machine", "compiler", "flags", "numpy", "polytile", "date", "program", "dims"} <= comments
+
+    out_json = tmp_path / "r.json"
+    code, out, err = run_cli(capsys, *args, "-o", out_json)
+    assert code == 0, out + err
+    doc = json.loads(out_json.read_text())
+    prov = doc["provenance"]
+    assert prov["dims"] == {"M": 32, "N": 32, "K": 32} and "C[i, j : M, N]" in prov["program"]
+    assert prov["machine"]["cpu_count"] and prov["compiler"]["version"] and prov["flags"]
+    assert prov["flops"] == 2 * 32 ** 3
+    assert [r["name"] for r in doc["rows"]] == names
+    for r in doc["rows"]:
+        assert r["check"] == "ok" and r["legal"] and len(r["times_s"]) == 2 and r["gflops"] > 0
+        assert r["steps"][0]["op"] == "base" and r["schedule"].startswith("schedule of matmul")
+
+
+def test_compare_reports_an_illegal_schedule_without_running_it(capsys, tmp_path):
+    bad = _write(tmp_path / "kpar.json", [{"op": "parallel", "stmt": "C", "loop": "k"}])
+    good = _write(tmp_path / "tiled.json", TILE_STEPS)
+    code, out, err = run_cli(capsys, "compare", EX / "matmul.tile", "--dims", "M=16,N=8,K=4", "--schedules", bad,
+                             good, "--repeat", "1", "--warmup", "0", "--dtype", "int32")
+    assert code == 0, out + err  # an illegal candidate is a finding, not a failure
+    assert re.search(r"^kpar\s+no\s+illegal\s+-\s+-\s+-\s+-\s+-$", out, re.M)
+    assert re.search(r"^tiled\s+yes\s+ok\s", out, re.M)
+    assert "kpar: parallel(stmt='C', loop='k', reduction=False) is illegal" in out
+    assert "S0 -> S0" in out
+
+
+def test_compare_mismatch_exits_1(capsys, monkeypatch):
+    from polytile import reference
+
+    real = reference.run
+    monkeypatch.setattr(reference, "run", lambda program, *arrays: real(program, *arrays) + 1)
+    code, out, err = run_cli(capsys, "compare", EX / "matmul.tile", "--dims", "M=4,N=3,K=2", "--repeat", "1",
+                             "--warmup", "0", "-q")
+    assert code == 1
+    assert re.search(r"^default\s+yes\s+MISMATCH\s", out, re.M)
+    assert "12 of 12 elements differ" in out
+
+
+def test_compare_bad_output_suffix_is_found_before_measuring(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "compare", EX / "matmul.tile", "-o", tmp_path / "r.txt")
+    assert code == 2 and "name the results file .csv or .json" in err and out == ""
+    code, out, err = run_cli(capsys, "compare", EX / "matmul.tile", "--fusion", "some")
+    assert code == 2 and "unknown fusion choice 'some'" in err
+    code, out, err = run_cli(capsys, "compare", EX / "matmul.tile", "--tile", "0")
+    assert code == 2 and "bad tile size '0'" in err
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,116 @@
+"""Shared pieces of the benchmark scripts: arguments, provenance, timing rules, tables, results files.
+
+Every script in this directory prints a table and writes a JSON file into
+``benchmarks/results/`` that carries enough provenance to judge the numbers
+later: the machine, the C compiler (path and version) and flags, the numpy,
+islpy and polytile versions, the date, each schedule's steps and loop tree,
+and the raw per-call times.  Timing follows one rule everywhere: at least
+:data:`MIN_REPEAT` timed calls after at least one warm-up call, reported as
+the median (min and max alongside), and every ratio is against a baseline
+measured in the same run, on the same inputs.
+
+The measuring itself is :func:`polytile.compare.compare` (legality check,
+oracle check, timing); this module only adds what scripts share around it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+EXAMPLES = ROOT / "examples"
+
+#: Fewer timed calls than this make a median too noisy to compare schedules by.
+MIN_REPEAT = 5
+
+
+def _repeat(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if n < MIN_REPEAT:
+        raise argparse.ArgumentTypeError(f"at least {MIN_REPEAT} timed repeats (a median of fewer is noise)")
+    return n
+
+
+def _warmup(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("at least 1 warm-up call (the first call pays for page faults)")
+    return n
+
+
+def parser(description: str, default_out: str) -> argparse.ArgumentParser:
+    """An argument parser with the options every benchmark takes."""
+    p = argparse.ArgumentParser(description=description,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--repeat", type=_repeat, default=MIN_REPEAT, help="timed calls per schedule (>= 5)")
+    p.add_argument("--warmup", type=_warmup, default=1, help="untimed calls first (>= 1)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the inputs")
+    p.add_argument("--out", type=Path, default=RESULTS / default_out, help="JSON results file")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def progress(quiet: bool):
+    """A progress callback for polytile.compare.compare (stderr, so stdout stays the table)."""
+    def say(text: str) -> None:
+        if not quiet:
+            print(f"  .. {text}", file=sys.stderr, flush=True)
+    return say
+
+
+def run_info() -> Dict[str, Any]:
+    """Which script ran, with which arguments (so a results file says how to reproduce it)."""
+    return {"script": f"benchmarks/{Path(sys.argv[0]).name}", "argv": sys.argv[1:]}
+
+
+def provenance(**extra) -> Dict[str, Any]:
+    """Machine, compiler + version, flags, versions, date (polytile.compare.provenance), plus the script."""
+    from polytile.compare import provenance as base
+
+    return base(**run_info(), **extra)
+
+
+def table(rows: Sequence[Sequence[str]]) -> str:
+    from polytile.compare import format_table
+
+    return format_table([list(map(str, r)) for r in rows])
+
+
+def ms(seconds: Optional[float]) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+def write_json(path: Path, data: Dict[str, Any]) -> Path:
+    """Write ``data`` atomically (a crash never leaves half a results file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def summary_lines(result) -> List[str]:
+    """The schedule (steps) of every candidate of a CompareResult, one line each, for the printout."""
+    lines = []
+    for r in result.rows:
+        steps = " -> ".join(_step_text(s) for s in r.steps) or "-"
+        lines.append(f"  {r.name}: {steps}")
+    return lines
+
+
+def _step_text(step: Dict[str, Any]) -> str:
+    args = ", ".join(f"{k}={v}" for k, v in step.items() if k != "op")
+    return f"{step['op']}({args})"
