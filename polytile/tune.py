@@ -32,7 +32,7 @@ tuple of configurations, one per statement.
    integer-valued inputs (integers in [-4, 4], or [1, 4] when the oracle
    produces NaN on signed ones) and compared with the reference interpreter
    (``polytile.reference``, run once up front): integer outputs exactly, float
-   outputs with the CLI's ``run --check`` tolerance (``max_abs_err <= rtol *
+   outputs with the ``run --check`` tolerance (``polytile.compare.check_output``) (``max_abs_err <= rtol *
    max(1, max|ref|)``, rtol 1e-4 for float32, 1e-5 for float64; with
    integer-valued inputs any wrong element is off by at least 1, far above
    it).  That run doubles as the first warm-up; after ``warmup - 1`` more,
@@ -420,7 +420,7 @@ class _Bench:
         return out if isinstance(out, tuple) else (out,)
 
     def _compare(self, outs) -> Optional[str]:
-        from .cli import check_output  # the `run --check` rule, so both commands agree
+        from .compare import check_output  # the `run --check` rule, so every command agrees
 
         for name, got, want in zip(self.program.outputs, outs, self.expected):
             c = check_output(name, got, want)
@@ -677,9 +677,9 @@ def tune(source, dims=None, *, shapes=None, dtypes=None, hardware: Any = "host",
     baseline, _ = bench.measure(base.steps)
     if baseline.error or baseline.median_s is None:
         raise PolytileError(f"the untuned default schedule does not work, nothing to tune against: {baseline.error}")
-    from .cli import count_flops  # counts contraction points with isl (fast for boxes)
+    from .compare import COUNT_SCAN_LIMIT, count_flops  # contraction points counted with isl
 
-    flops = count_flops(baseline.spec)
+    flops = count_flops(baseline.spec, COUNT_SCAN_LIMIT)
 
     search_start = time.perf_counter()
     deadline = search_start + budget_s
@@ -926,6 +926,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``polytile tune`` to ``parser`` (FILE.tile, sizes, search settings)."""
     from .cli import _shape_options  # --dims/--shape/--dtype/--dtypes exactly as `run` has them
 
+    if parser.epilog is None:
+        parser.epilog = TUNE_EPILOG  # hand-formatted: shows best with a RawDescriptionHelpFormatter
     parser.add_argument("file", metavar="FILE.tile", help="the Tile program")
     _shape_options(parser)
     g = parser.add_argument_group("search")
