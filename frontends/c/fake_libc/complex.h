@@ -1,0 +1,1 @@
+/* C99 complex numbers are not modelled by the frontend; the header only has to parse. */

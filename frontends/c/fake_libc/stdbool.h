@@ -1,0 +1,3 @@
+#define bool _Bool
+#define true 1
+#define false 0
