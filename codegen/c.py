@@ -364,6 +364,21 @@ def _canonical(cond: str, it: str) -> bool:
     return bool(m) and not re.search(rf"\b{re.escape(it)}\b", m.group(2))
 
 
+def _local_arrays(ast: isl.AstNode) -> set:
+    """Arrays replaced by local scalars somewhere in the AST (``local A`` marks)."""
+    found: set = set()
+
+    def visit(n: isl.AstNode) -> bool:
+        if n.get_type() == isl.ast_node_type.mark:
+            name = n.mark_get_id().get_name()
+            if name.startswith("local "):
+                found.add(name.split(" ", 1)[1])
+        return True
+
+    ast.foreach_descendant_top_down(visit)
+    return found
+
+
 def _param_type(a: Array) -> str:
     """``const float (*restrict A)[7]``: the typed pointer an array is used through."""
     t = ctype(a.dtype)
@@ -395,6 +410,7 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     build = isl.AstBuild.from_context(scop.context)
     ast = build.node_from_schedule(sched)
     printer = AstPrinter(scop)
+    printer.locals |= _local_arrays(ast)  # known before any parallel body is outlined
     body = printer.node(ast)
 
     order = {"input": 0, "inout": 1, "output": 2, "temp": 3}

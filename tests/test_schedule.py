@@ -83,7 +83,9 @@ def c_params(name: str, s: S.Schedule, dims: str, rng):
 
 
 def function_body(src: str) -> str:
-    return src[src.index("int pt_"):]
+    """The generated functions (parallel loop bodies are outlined into ``pt_par*`` helpers)."""
+    start = src.index("static __attribute__((noinline)) void pt_par") if "void pt_par" in src else src.index("int pt_")
+    return src[start:]
 
 
 MM = "M=13,N=9,K=7"  # matmul sizes that no tile size below divides

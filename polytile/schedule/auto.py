@@ -102,9 +102,28 @@ def from_flat(scop: Scop, deps: Dependences, flat: isl.UnionMap, base: Step, *,
             for d in range(n - extra, n):
                 m = m.fix_val(isl.dim_type.out, d, isl.Val.zero(m.get_ctx()))
         maps[k] = m.intersect_domain(scop.statement(k).domain)
+    iters = {k: scop.statement(k).iters for k in names}
+    matched: Dict[str, set] = {k: set() for k in names}
     kinds = []
     for d in range(n):
-        kinds.append("beta" if all(_dim_constant(maps[k], d) is not None for k in names) else "alpha")
+        # A dimension is a sequence position only if it is constant everywhere and no
+        # statement runs an iterator there (a loop of one iteration is still a loop,
+        # so steps naming it replay on shapes where it has size 1).
+        const = all(_dim_constant(maps[k], d) is not None for k in names)
+        loop = True
+        if const:
+            loop = False
+            for k in names:
+                hit = _iterator_name(maps[k], d, iters[k], matched[k])
+                if hit:
+                    matched[k].add(hit)
+                    loop = True
+        else:
+            for k in names:
+                hit = _iterator_name(maps[k], d, iters[k], matched[k])
+                if hit:
+                    matched[k].add(hit)
+        kinds.append("alpha" if loop else "beta")
     # Build the index list of the canonical form: -1 is a filler dimension.
     order: List[int] = []
     for d, kind in enumerate(kinds):
@@ -123,10 +142,15 @@ def from_flat(scop: Scop, deps: Dependences, flat: isl.UnionMap, base: Step, *,
         nm: List[Optional[str]] = []
         taken = set()
         for pos, d in enumerate(order):
-            if pos % 2 == 0 or d < 0 or _dim_constant(m, pos) is not None:
+            if pos % 2 == 0 or d < 0:
                 nm.append(None)
                 continue
-            name = _iterator_name(m, pos, st.iters) or f"t{pos // 2}"
+            name = _iterator_name(m, pos, st.iters, taken)
+            if name is None:
+                if _dim_constant(m, pos) is not None:
+                    nm.append(None)
+                    continue
+                name = f"t{pos // 2}"
             while name in taken:
                 name += "_"
             taken.add(name)
@@ -135,11 +159,23 @@ def from_flat(scop: Scop, deps: Dependences, flat: isl.UnionMap, base: Step, *,
     return Schedule(scop, deps, tuple(stmts), frozenset(), (base,), parallel_reductions)
 
 
-def _iterator_name(m: isl.Map, pos: int, iters) -> Optional[str]:
-    """The iterator that time dimension ``pos`` equals on the whole domain, if any."""
+def _iterator_name(m: isl.Map, pos: int, iters, taken=()) -> Optional[str]:
+    """The iterator that time dimension ``pos`` equals on the whole domain, if any.
+
+    An iterator with a single value (a loop of one iteration) equals every
+    dimension holding that value, so it is only matched in iterator order:
+    when it is the first iterator not matched yet.
+    """
     pa = isl.PwMultiAff.from_map(m).get_pw_aff(pos)
     dom = m.domain()
+    first_free = next((it for it in iters if it not in taken), None)
     for k, it in enumerate(iters):
+        if it in taken:
+            continue
+        n = dom.dim(isl.dim_type.set)
+        single = dom.project_out(isl.dim_type.set, k + 1, n - k - 1).project_out(isl.dim_type.set, 0, k).is_singleton()
+        if single and it != first_free:
+            continue
         var = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(dom.get_space()), isl.dim_type.set, k)
         if dom.is_subset(pa.sub(var.intersect_domain(dom)).zero_set()):
             return it

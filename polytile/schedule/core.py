@@ -238,10 +238,13 @@ class Schedule:
             red = self.carried(group, dim, self.deps.reduction)
             hint = ""
             if not red.is_empty() and carried.subtract(self.deps.reduction).is_empty():
-                hint = (" (only reduction dependences are carried: request a reduction, "
-                        "e.g. parallel(..., reduction=True), on a target that supports it)"
-                        if self.parallel_reductions and kind == PARALLEL else
-                        " (the loop carries a reduction and this target has no parallel reductions)")
+                if kind != PARALLEL:
+                    hint = " (the loop carries a reduction; only parallel(..., reduction=True) may run it concurrently)"
+                elif self.parallel_reductions:
+                    hint = (" (only reduction dependences are carried: request a reduction, "
+                            "e.g. parallel(..., reduction=True))")
+                else:
+                    hint = " (the loop carries a reduction and this target has no parallel reductions)"
             raise IllegalSchedule(self._explain(
                 what, carried, f"loop {loop!r} of {stmt} carries a dependence, so it cannot be {kind}{hint}"))
 
