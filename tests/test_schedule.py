@@ -393,6 +393,57 @@ def test_unmark(rng):
     assert "#pragma omp parallel" not in function_body(run_checked(u, "matmul", MM, rng))
 
 
+@pytest.mark.parametrize("other", ["parallel", "vectorize"])
+def test_unroll_together_with_an_omp_mark(other, rng):
+    # If the schedule layer accepts both marks on one loop, the kernel must
+    # compile (GCC refuses "#pragma GCC unroll" between an omp loop pragma
+    # and its loop, and the other way round); refusing the combination with
+    # a ScheduleError would be fine too.
+    s = sched("transpose", "M=5,N=8")
+    s = S.unroll(s, "O", "i", 4)
+    try:
+        s = getattr(S, other)(s, "O", "i")
+    except polytile.ScheduleError as e:
+        assert not isinstance(e, IllegalSchedule), f"a legal request refused as illegal: {e}"
+        return
+    run_checked(s, "transpose", "M=5,N=8", rng)
+
+
+def _dangling_marks(s: S.Schedule):
+    return [m for m in s.marks if m[1] not in s.loop_names(m[0])]
+
+
+@pytest.mark.parametrize("kind", ["parallel", "auto_parallel", "unroll"])
+def test_split_a_marked_loop(kind, rng):
+    # polytile.schedule() marks outermost loops parallel by default, so
+    # splitting one of them is the common case, not a corner case.
+    if kind == "auto_parallel":
+        s = polytile.schedule(path_of("matmul"), dims=MM)  # parallel=True: i is marked
+        loop = "i"
+    elif kind == "parallel":
+        s, loop = S.parallel(sched("matmul", MM), "C", "j"), "j"
+    else:
+        s, loop = S.unroll(sched("matmul", MM), "C", "k", 2), "k"
+    out = S.split(s, "C", loop, 4)
+    assert _dangling_marks(out) == [], "marks must name loops that exist"
+    run_checked(out, "matmul", MM, rng)
+
+
+def test_parallel_reduction_inside_contracted_nest(rng):
+    # C is contracted to a scalar inside (i, j); the k loop may still be a
+    # parallel reduction -- of that scalar, which is not the array C.  (A
+    # ScheduleError refusing the request would be acceptable; a kernel that
+    # does not compile is not.)
+    try:
+        s = S.parallel(fused_mbr(), "C", "k", reduction=True)
+    except polytile.ScheduleError as e:
+        assert not isinstance(e, IllegalSchedule), f"a legal request refused as illegal: {e}"
+        return
+    assert "C" in S.contracted_bytes(s)
+    src = function_body(run_checked(s, "matmul_bias_relu", MBR, rng))
+    assert "reduction(+:" in src
+
+
 # ---------------------------------------------------------------------------
 # isl's scheduler on every example
 # ---------------------------------------------------------------------------
