@@ -42,6 +42,8 @@ from polytile import deps as deps_mod  # noqa: E402
 from polytile import schedule as S  # noqa: E402
 from polytile.poly.from_isl import execute, scop_from_isl  # noqa: E402
 
+from numpy_programs import example_cases, example_paths  # noqa: E402
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 OPS = ("interchange", "reorder", "tile", "split", "skew", "reverse", "shift", "fuse", "distribute",
@@ -395,3 +397,20 @@ def test_brute_force_checker_sees_known_violations():
     with mock.patch.object(S.Schedule, "check", lambda self, what: self):
         late_fill = S.fuse(mm, "S0", "Z0", 2)
     assert brute_force_violation(late_fill).startswith("order")
+
+
+def _small_cases():
+    out = []
+    for p in example_paths():
+        case = min(example_cases(p), key=lambda c: sum(int(np.prod(sh)) for sh in c["shapes"]))
+        dims = ",".join(f"{k}={min(v, 4)}" for k, v in case["dims"].items())
+        out.append(pytest.param(p, dims, case["named_shapes"], id=p.stem))
+    return out
+
+
+@pytest.mark.parametrize("path,dims,shapes", _small_cases())
+def test_default_and_isl_schedules_legal_by_brute_force(path, dims, shapes):
+    """Program order and isl's schedules, with auto_parallel's marks, pass the enumeration check."""
+    for fusion in (None,) + S.FUSION:
+        s = polytile.schedule(path, dims=dims, shapes=shapes, fusion=fusion)  # parallel=True: marks outer loops
+        assert brute_force_violation(s) == "", f"{path.stem} fusion={fusion}: {brute_force_violation(s)}"
