@@ -688,7 +688,7 @@ class _Extractor:
     def param(self, name: str, origin: str, node: c_ast.Node) -> A.Lin:
         if name in self.fixed:
             return A.Lin.constant(int(self.fixed[name]))
-        if name.lower() in ISL_KEYWORDS or _GENERATED_NAME.match(name):
+        if name.lower() in ISL_KEYWORDS or _GENERATED_NAME.match(name) or not re.match(r"^[A-Za-z_]\w*$", name):
             raise A.NotAffine(node, f"parameter {name} cannot stay symbolic (its name is reserved in isl or by "
                                     f"generated code); fix its value with params={{{name!r}: ...}}")
         self.params_used.setdefault(name, origin)
@@ -712,6 +712,18 @@ class _Extractor:
         for it in self.region.items:
             self.item(it, _Ctx(), seq)
         self.check_aliasing()
+        self.note_iterators_used_later()
+
+    def note_iterators_used_later(self) -> None:
+        """Generated code binds iterators in its own blocks, so a variable used as an iterator keeps
+        its value from before the region; say so if the function reads it after the region."""
+        end_line = self.region.lines[1]
+        outer = {n for n in self.iter_c_names if n in self.scope}
+        later = sorted({i.name for i in _ids(self.region.func.body) if i.name in outer and i.coord is not None
+                        and self.src.is_main(i.coord.file) and i.coord.line > end_line})
+        for name in later:
+            self.notes.append(f"{name} is used after the region, but generated code does not leave it at its "
+                              "final loop value")
 
     def item(self, node: c_ast.Node, ctx: _Ctx, seq: _Seq) -> None:
         if isinstance(node, c_ast.Compound):
@@ -1107,7 +1119,10 @@ class _Extractor:
             domain = domain.union(isl.UnionSet.from_set(st.domain))
         tree = None
         if statements:
-            umap = self.isl(isl.UnionMap, f"{hdr}{{ {'; '.join(sched_parts)} }}").intersect_domain(domain)
+            umap = self.isl(isl.UnionMap, f"{hdr}{{ {'; '.join(sched_parts)} }}")
+            restricted = umap.intersect_domain(domain)
+            # When nothing runs at all, the unrestricted maps still give isl the band's space.
+            umap = restricted if not restricted.is_empty() else umap
             tree = isl.Schedule.from_domain(domain).insert_partial_schedule(isl.MultiUnionPwAff.from_union_map(umap))
         func = self.region.func.decl.name
         name = func if self.index == 0 else f"{func}_{self.index}"
@@ -1229,7 +1244,9 @@ class _Extractor:
                         size = A.pw_const(A.to_pw(d, self._shape_resolver()))
                     except A.NotAffine:
                         size = None
-                if size is None and concrete:
+                if size is None and concrete and d is None:
+                    # Only an extent C leaves open (a pointer's) is read off the accesses; a
+                    # declared but unevaluated one (a variable outside the region) stays unknown.
                     size = self.extent(name, k, statements)
                 shape.append(-1 if size is None else int(size))
             out.append(Array(name, name, tuple(shape), sym.dtype, "inout"))
