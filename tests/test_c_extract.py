@@ -277,6 +277,31 @@ def test_2mm_macros_stay_parameters():
     assert conc.params == () and conc.scop.array("tmp").shape == (12, 10) and conc.scop.array("C").shape == (10, 9)
 
 
+def test_derived_and_negative_macros(tmp_path):
+    p = write(tmp_path, """#define N 8
+#define N2 (N * 2)
+#define OFF (-1)
+#if N > 4
+#define BIG 1
+#endif
+void f(double x[restrict N2]) {
+#pragma scop
+  for (int i = 0; i < N2 + OFF; i++)
+    x[i] = BIG;
+#pragma endscop
+}
+""")
+    cs = only(p)
+    assert cs.params == ("N", "OFF") and cs.macros == {"N": 8, "OFF": -1, "BIG": 1}
+    assert cs.scop.context.is_equal(isl.Set("[N, OFF] -> { : N >= 1 }"))  # OFF's own value is -1: no assumption
+    assert cs.scop.statement("S0").domain.is_equal(
+        isl.Set("[N, OFF] -> { S0[i] : 0 <= i < 2N + OFF and N >= 1 }"))
+    assert cs.scop.statement("S0").c_text == "x[i] = BIG;"  # the #if saw N: BIG is defined
+    conc = only(p, params=cs.macros)
+    assert conc.scop.statement("S0").domain.is_equal(isl.Set("{ S0[i] : 0 <= i < 15 }"))
+    assert conc.scop.array("x").shape == (16,)
+
+
 def test_syrk_triangular():
     s = only(KERNELS / "syrk.c", params={"n": 6, "m": 5}).scop
     check_statement(s, "S0", "{ S0[i, j] : 0 <= i < 6 and 0 <= j <= i }", "{ S0[i, j] -> C[i, j] }",

@@ -507,8 +507,10 @@ class _File:
             line_start = src.raw.rfind(b"\n", 0, off) + 1
             return line_start if not src.raw[line_start:off].strip() else off
         loc = src.location(node.coord)
-        off = src.offset(loc.line, loc.col)
         line_start = src.line_starts[loc.line - 1]
+        if isinstance(node, c_ast.Pragma):
+            return line_start  # a directive owns its line (pycparser's column is past '#pragma')
+        off = src.offset(loc.line, loc.col)
         return line_start if not src.raw[line_start:off].strip() else off
 
 
@@ -1141,7 +1143,10 @@ class _Extractor:
     def context(self, params: Sequence[str]) -> isl.Set:
         parts: List[A.Formula] = []
         for p in params:
-            if self.params_used[p] in ("param", "macro"):
+            # Sizes are positive: function arguments, and macros whose own value is (a macro
+            # defined as -1 is an offset, not a size).
+            origin = self.params_used[p]
+            if origin == "param" or (origin == "macro" and self.src.macros.get(p, 1) >= 1):
                 parts.append(A.ge(A.Lin.var(p).add(A.Lin.constant(-1))))
         assigned = _assigned_names(self.region.func.body)
         known = set(params) | set(self.fixed)
