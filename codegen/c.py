@@ -298,15 +298,22 @@ class AstPrinter:
             if len(parts) > 1 and parts[1]:
                 for item in parts[1].split(","):
                     op, arr = item.split(":")
+                    if arr in self.body.locals:  # contracted to a scalar: reduce the scalar
+                        clause += f" reduction({op}:{self.body.locals[arr]})"
+                        continue
                     a = self.arrays[arr]
                     sections = "".join(f"[0:{d}]" for d in a.shape) or "[0:1]"
-                    omp_op = {"max": "max", "min": "min"}.get(op, op)
-                    clause += f" reduction({omp_op}:{arr}{sections})"
+                    clause += f" reduction({op}:{arr}{sections})"
             out.append(clause)
         elif simd:
             out.append("omp simd")
         if unroll:
-            out.append(f"GCC unroll {unroll[0].split(' ')[1]}")
+            if out:
+                # An OpenMP loop pragma must be followed by its 'for'; GCC rejects another
+                # pragma in between, and unrolling a parallel/simd loop is the runtime's job.
+                self.notes.append(f"unroll dropped on a loop that is also {out[0].split()[1]}")
+            else:
+                out.append(f"GCC unroll {unroll[0].split(' ')[1]}")
         return out
 
     def _for(self, n: isl.AstNode, marks: Tuple[str, ...]) -> List:

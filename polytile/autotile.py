@@ -88,6 +88,23 @@ def roles(s: Schedule, stmt: str) -> Optional[Roles]:
     out_idx = st.body.index
     if not out_idx or not isinstance(out_idx[-1], B.Iter):
         return None
+    # Blocking pays through the register tile, which needs a value made of loads
+    # and arithmetic in the output's dtype (no selects, comparisons, calls, casts).
+    dtype = s.scop.array(st.body.array).dtype
+
+    def value_nodes(n):  # the value's own nodes, not the index arithmetic inside loads
+        yield n
+        if not isinstance(n, B.Load):
+            for c in B.children(n):
+                yield from value_nodes(c)
+
+    for x in value_nodes(st.body.value):
+        if isinstance(x, (B.Cmp, B.Select, B.Call, B.Cast, B.Iter)):
+            return None
+        if isinstance(x, B.Bin) and (x.op not in ("+", "-", "*") or x.dtype != dtype):
+            return None
+        if isinstance(x, B.Load) and x.dtype != dtype:
+            return None
     j = out_idx[-1].name
     out_iters = [e.name for e in out_idx if isinstance(e, B.Iter)]
     used = {x.name for e in out_idx for x in B.walk(e) if isinstance(x, B.Iter)}
@@ -139,7 +156,8 @@ def _pow2_upto(n: int, lo: int = 1) -> List[int]:
     return sorted(set(out))
 
 
-def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 400) -> List[TileConfig]:
+def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 400,
+               full_blocks: bool = True) -> List[TileConfig]:
     """Configurations for ``stmt`` whose tiles fit the descriptor's cache levels.
 
     mr x nr/lanes accumulators fit the vector registers (leaving room for
@@ -167,8 +185,30 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 400) -
             if mr * nv + nv + 1 > regs or mr * nv < 4:
                 continue
             blocks.append((mr, nr))
-    par_loops = list(r.outer) + [f"{r.j}_t", f"{r.i}_t"]
     out: List[TileConfig] = []
+    cores = max(1, hw.cores)
+
+    def parallel_loop(order: str, mc: int, nc: int, mr: int, nr: int) -> str:
+        """The outermost loop of the blocked nest that carries no dependence and has
+        at least one iteration per core (else at least two; else the outermost).
+
+        Loops of one iteration generate no code, so a mark there would be lost.
+        """
+        trips = {f"{r.j}_t": -(-E[r.j] // nc), f"{r.i}_t": -(-E[r.i] // mc)}
+        loops = [(v, E[v]) for v in r.outer] + [(f"{getattr(r, c)}_t", trips[f"{getattr(r, c)}_t"])
+                                                for c in order if c in "ij"]
+        loops += [(f"{r.j}_t1", -(-min(nc, E[r.j]) // nr)), (f"{r.i}_t1", -(-min(mc, E[r.i]) // mr))]
+        for need in (cores, 2):
+            for name, trip in loops:
+                if trip >= need:
+                    return name
+        return loops[0][0]
+
+    # At least one full register block, or the register tile never runs and
+    # blocking only adds loop overhead: small problems keep the plain schedule
+    # (the tuner, which measures, may still ask for them with full_blocks=False).
+    if full_blocks:
+        blocks = [(mr, nr) for mr, nr in blocks if mr <= E[r.i] and nr <= E[r.j]]
     for mr, nr in blocks:
         for kc in (64, 128, 192, 256, 384, 512):
             kc = min(kc, E[r.k])
@@ -183,8 +223,8 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 400) -
                     if kc * nc * item > l3 // 2:
                         continue
                     for order in ("jki", "kji", "ijk"):
-                        for par in par_loops[:2] if r.outer else par_loops:
-                            out.append(TileConfig(r.stmt, r.i, r.j, r.k, mc, nc, kc, mr, nr, lanes, order, par))
+                        par = parallel_loop(order, mc, nc, mr, nr)
+                        out.append(TileConfig(r.stmt, r.i, r.j, r.k, mc, nc, kc, mr, nr, lanes, order, par))
     # Deduplicate (clamped sizes collide) and keep the set manageable.
     seen, uniq = set(), []
     for c in out:
@@ -225,4 +265,68 @@ def autotile(s: Schedule, hw, *, predict=None) -> Tuple[Schedule, List[TileConfi
                 continue
             chosen.append(cfg)
             break
+    for cfg in chosen:
+        s = fuse_epilogues(s, cfg)
     return s, chosen
+
+
+def _consumers(s: Schedule, stmt: str) -> List[str]:
+    """Elementwise statements reading ``stmt``'s output cell-for-cell (same shape, no broadcast)."""
+    from .poly import body as B
+
+    st = s.scop.statement(stmt)
+    out = []
+    for e in s.scop.statements:
+        if e.kind != "elementwise":
+            continue
+        for ld in B.loads(e.body.value):
+            if ld.array == st.body.array and all(isinstance(x, B.Iter) for x in ld.index) \
+                    and [x.name for x in ld.index] == list(e.iters):
+                out.append(e.name)
+                break
+    return out
+
+
+def fuse_epilogues(s: Schedule, cfg: TileConfig) -> Schedule:
+    """Fuse the elementwise consumers of a blocked contraction into its cache-tile loops.
+
+    ``Y = relu(C + bias)`` after ``C`` blocked as ``j_t, i_t, k_t, ...``: ``Y``
+    is tiled alike and runs inside ``j_t, i_t`` right after the ``k_t`` loop
+    has finished that ``mc x nc`` block of ``C``, while it is still in cache.
+    The loops outside ``k_t`` are the ones that can be shared (inside it the
+    block is not complete yet); each step is legality-checked, and a consumer
+    that does not fit keeps its own nest.
+    """
+    r_orig = cfg
+    st = cfg.stmt
+    names = s.loop_names(st)
+    kt = f"{cfg.k}_t"
+    if kt not in names:
+        return s
+    shared = names[:names.index(kt)]
+    if not shared:
+        return s
+    tiles = {f"{cfg.i}_t": (cfg.i, cfg.mc), f"{cfg.j}_t": (cfg.j, cfg.nc)}
+    out_iters = [x.name for x in s.scop.statement(st).body.index]
+    prev = st
+    for e in _consumers(s, st):
+        e_iters = s.scop.statement(e).iters
+        if len(e_iters) != len(out_iters):
+            continue
+        rename = dict(zip(out_iters, e_iters))  # contraction output iterator -> consumer iterator
+        try:
+            sizes = {rename[v]: size for _, (v, size) in tiles.items() if v in rename}
+            t = s.tile(e, sizes)
+            order = []
+            for n in shared:
+                if n in tiles:
+                    order.append(f"{rename[tiles[n][0]]}_t")
+                else:
+                    order.append(rename.get(n, n))
+            order += [x for x in t.loop_names(e) if x not in order]
+            t = t.reorder(e, order)
+            t = t.fuse(prev, e, len(shared))
+        except (PolytileError, KeyError):
+            continue
+        s, prev = t, e
+    return s

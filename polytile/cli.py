@@ -398,6 +398,7 @@ def _specialize(target: Target, args, *, build: bool, saved: Optional["ScheduleF
         options["schedule"] = _recipe(saved, fusion, parallel=True)
     elif fusion is not None:
         options["fusion"] = fusion
+    options.update(_hardware_option(args))
     kernel = pipeline.compile(target.program, target=getattr(args, "target", "openmp"), **options)
     return kernel.specialize_shapes(target.shapes, target.dtypes, build=build)
 
@@ -995,6 +996,35 @@ def _schedule_options(p: argparse.ArgumentParser) -> None:
                         "applied to the default schedule)")
     g.add_argument("--fusion", choices=FUSION,
                    help="base schedule from isl's scheduler with this fusion choice instead of program order")
+    g.add_argument("--hardware", default=None, metavar="NAME|FILE",
+                   help="descriptor that guides the automatic tiling: a preset (see `polytile hw list`), "
+                        "'host' (detected; the default) or a .toml/.json file; 'none' turns autotiling off")
+
+
+def _hardware_option(args) -> Dict[str, Any]:
+    hw = getattr(args, "hardware", None)
+    if hw is None:
+        return {}
+    return {"hardware": None if hw.lower() == "none" else hw}
+
+
+_HW_EPILOG = """examples:
+  polytile hw list                      the presets
+  polytile hw show                      this machine, as detected (facts not found are marked as defaults)
+  polytile hw show nvidia-h100          a preset
+  polytile hw show mymachine.toml       your own descriptor (format: polytile/data/hardware/README.md)
+"""
+
+
+def cmd_hw(args) -> int:
+    from . import hardware
+
+    if args.action == "list":
+        for name in ["host"] + [p for p in hardware.presets() if p != "host"]:
+            print(name)
+        return 0
+    print(hardware.format(hardware.load(args.name or "host")))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1103,6 +1133,26 @@ def build_parser() -> argparse.ArgumentParser:
     _shape_options(p)
     _common(p, sub=True)
     p.set_defaults(handler=cmd_compare)
+
+    from . import tune as tune_mod
+
+    p = subs.add_parser("tune", formatter_class=argparse.RawDescriptionHelpFormatter,
+                        help="search tile sizes, loop orders and register blocks by measurement",
+                        description="Rank the blocked schedules of every contraction with the cost model, measure "
+                                    "the best ones, then anneal around the fastest within a time budget.  Every "
+                                    "candidate is checked against the reference interpreter once; results are "
+                                    "cached, so a second run is instant.")
+    tune_mod.add_arguments(p)
+    _common(p, sub=True)
+    p.set_defaults(handler=tune_mod.main_tune)
+
+    p = subs.add_parser("hw", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_HW_EPILOG,
+                        help="show hardware descriptors (memory levels, SIMD, cores; GPUs)",
+                        description="Print a hardware descriptor: the detected host, a preset, or a file.")
+    p.add_argument("action", choices=("show", "list"), help="show one descriptor, or list the presets")
+    p.add_argument("name", nargs="?", metavar="NAME|FILE", help="preset name or file (default: host)")
+    _common(p, sub=True)
+    p.set_defaults(handler=cmd_hw)
     return parser
 
 

@@ -104,18 +104,23 @@ class Options:
     cflags: Optional[Tuple[str, ...]] = None
     schedule: Optional[Tuple[Step, ...]] = None
     fusion: Optional[str] = None
+    hardware: Optional[str] = "host"  # descriptor name or file guiding autotile; None: no autotile
 
     @classmethod
     def make(cls, target: str = "openmp", **kw) -> "Options":
         if target not in TARGETS:
             raise PolytileError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
-        unknown = set(kw) - {"parallel", "cflags", "schedule", "fusion"}
+        unknown = set(kw) - {"parallel", "cflags", "schedule", "fusion", "hardware"}
         if unknown:
             raise PolytileError(f"unknown compile option(s): {', '.join(sorted(unknown))}")
         if kw.get("cflags") is not None:
             kw["cflags"] = tuple(kw["cflags"])
         if kw.get("schedule") is not None:
             kw["schedule"] = schedule_steps(kw["schedule"])
+        if kw.get("hardware") is not None:
+            hw = kw["hardware"]
+            kw["hardware"] = str(hw.name if hasattr(hw, "name") and not isinstance(hw, (str, os.PathLike)) else hw)
+            load_hardware(kw["hardware"])  # fail early on a bad name or file
         if kw.get("fusion") is not None and kw["fusion"] not in sched_mod.FUSION:
             raise PolytileError(f"unknown fusion choice {kw['fusion']!r}; use one of {', '.join(sched_mod.FUSION)}")
         return cls(target=target, **kw)
@@ -195,7 +200,24 @@ def default_schedule(scop: Scop, dependences: deps_mod.Dependences, options: Opt
         s = sched_mod.automatic(scop, dependences, options.fusion)
     else:
         s = sched_mod.initial(scop, dependences)
-    return sched_mod.auto_parallel(s) if options.parallel else s
+    s = sched_mod.auto_parallel(s) if options.parallel else s
+    if options.hardware is not None and options.parallel:
+        from .autotile import autotile
+
+        s, _ = autotile(s, load_hardware(options.hardware))
+    return s
+
+
+_HARDWARE: Dict[str, Any] = {}
+
+
+def load_hardware(name: str):
+    """A hardware descriptor by preset name or file, loaded once per process."""
+    from . import hardware
+
+    if name not in _HARDWARE:
+        _HARDWARE[name] = hardware.load(name)
+    return _HARDWARE[name]
 
 
 def specialize(program: ir.Program, shapes, dtypes, options: Options, *, build: bool = True) -> Specialization:
@@ -343,8 +365,10 @@ def parse_dims(text) -> Dict[str, int]:
 
 
 def schedule(source: SourceLike, dims=None, *, shapes=None, dtypes=None, fusion: Optional[str] = None,
-             parallel: bool = True, steps=None) -> Schedule:
-    """The schedule ``polytile.compile`` would use for these sizes, ready to transform.
+             parallel: bool = True, steps=None, hardware: Optional[str] = None) -> Schedule:
+    """A schedule for these sizes, ready to transform: program order (or isl's, with
+    ``fusion``) with outermost parallel loops; with ``hardware="host"`` (or another
+    descriptor) the autotiled schedule ``polytile.compile`` uses by default.
 
     >>> s = schedule("examples/matmul.tile", dims="M=64,N=64,K=64")
     >>> s = s.tile("C", i=32, j=32)        # legality-checked; s.steps records it
@@ -355,7 +379,7 @@ def schedule(source: SourceLike, dims=None, *, shapes=None, dtypes=None, fusion:
     dts = tuple(np.dtype(d).name for d in (dtypes or ["float32"] * len(in_shapes)))
     if isinstance(dtypes, str):
         dts = tuple(np.dtype(dtypes).name for _ in in_shapes)
-    opts = Options.make("openmp", fusion=fusion, parallel=parallel, schedule=steps)
+    opts = Options.make("openmp", fusion=fusion, parallel=parallel, schedule=steps, hardware=hardware)
     spec = specialize(prog, in_shapes, dts, opts, build=False)
     meta = (("program", str(prog)), ("shapes", [list(x) for x in in_shapes]), ("dtypes", list(dts)))
     return spec.schedule.with_(meta=meta)

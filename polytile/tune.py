@@ -690,7 +690,7 @@ def tune(source, dims=None, *, shapes=None, dtypes=None, hardware: Any = "host",
     scores: List[List[float]] = []
     preds: Dict[TileConfig, Optional[float]] = {}
     for st in stmts:
-        cands = autotile.candidates(base, st, hw)
+        cands = autotile.candidates(base, st, hw, full_blocks=False)
         if not cands:
             continue
         space = _Space(base, st, hw, cands)

@@ -193,12 +193,7 @@ def _inputs(cs: CScop, spec: dict, rng) -> Dict[str, np.ndarray]:
 def _round_trip_cases():
     for kernel in sorted(SPECS):
         for how in ("original", "isl", "parametric"):
-            marks = ()
-            if (kernel, how) == ("heat-3d.c", "isl"):
-                # isl's scheduler needs minutes here since it receives coalesced constraints
-                # (2 s without coalescing); reported to the schedule stage's owner.
-                marks = pytest.mark.skip(reason="isl scheduler takes minutes on heat-3d with coalesced constraints")
-            yield pytest.param(kernel, how, marks=marks, id=f"{kernel}-{how}")
+            yield pytest.param(kernel, how, id=f"{kernel}-{how}")
 
 
 @needs_cc

@@ -177,6 +177,7 @@ _PRAGMA = "#pragma omp parallel for"
 class Loop:
     iterator: str
     parallel: bool  # directly under '#pragma omp parallel for'
+    header: str = ""  # the 'for (...)' line: its bounds may use outer iterators (tiles)
 
 
 @dataclass
@@ -187,15 +188,68 @@ class StatementLine:
     index: str  # the written cell, e.g. "[i][0]"
     loops: List[Loop]  # enclosing loops, outermost first
 
-    def moves(self, loop: Loop) -> bool:
-        """True if different iterations of ``loop`` write different cells (as far as the text shows)."""
+    def _moves_directly(self, loop: Loop) -> bool:
         moving = {v for v, e in self.binds.items() if re.search(rf"\b{loop.iterator}\b", e)} | {loop.iterator}
         return any(re.search(rf"\b{re.escape(v)}\b", self.index) for v in moving)
+
+    def moves(self, loop: Loop) -> bool:
+        """True if different iterations of ``loop`` write different cells (as far as the text shows).
+
+        A tile loop moves the cell through the bounds of its point loop: in
+        ``for (c0 ...) for (c3 = 8 * c0; c3 <= 8 * c0 + 7; ...) C[c3] = ...``
+        distinct ``c0`` give disjoint ranges of ``c3``.
+        """
+        if self._moves_directly(loop):
+            return True
+        inner = self.loops[self.loops.index(loop) + 1:] if loop in self.loops else []
+        return any(re.search(rf"\b{loop.iterator}\b", lp.header.split("=", 1)[-1]) and self.moves(lp)
+                   for lp in inner)
+
+
+_OUTLINED = re.compile(r"^static __attribute__\(\(noinline\)\) void (pt_par\d+)\(")
+_CALL = re.compile(r"^\s*(pt_par\d+)\(.*\);\s*$")
+
+
+def inline_outlined(source: str) -> List[str]:
+    """Source lines with each call of an outlined parallel body replaced by that body.
+
+    The code generator moves the body of every parallel loop into a
+    ``pt_parN`` function (its parameters keep the caller's iterator names);
+    putting the bodies back gives the loop nest as it runs.
+    """
+    lines = source.splitlines()
+    bodies: Dict[str, List[str]] = {}
+    rest: List[str] = []
+    i = 0
+    while i < len(lines):
+        m = _OUTLINED.match(lines[i])
+        if not m:
+            rest.append(lines[i])
+            i += 1
+            continue
+        depth, j, body = 0, i + 1, []
+        while True:
+            depth += lines[j].count("{") - lines[j].count("}")
+            body.append(lines[j])
+            j += 1
+            if depth == 0:
+                break
+        bodies[m.group(1)] = body
+        i = j
+
+    def expand(ls: List[str]) -> List[str]:
+        out: List[str] = []
+        for ln in ls:
+            c = _CALL.match(ln)
+            out.extend(expand(bodies[c.group(1)]) if c and c.group(1) in bodies else [ln])
+        return out
+
+    return expand(rest)
 
 
 def statement_lines(source: str) -> List[StatementLine]:
     """Every statement instance line of the kernel with its enclosing loops."""
-    lines = source.splitlines()
+    lines = inline_outlined(source)
     out: List[StatementLine] = []
     stack: List[tuple] = []  # (Loop, brace depth before its 'for' line)
     depth = 0
@@ -203,8 +257,11 @@ def statement_lines(source: str) -> List[StatementLine]:
         s = line.strip()
         m = _FOR.match(line)
         if m:
-            stack.append((Loop(m.group(1), n > 0 and lines[n - 1].strip().startswith(_PRAGMA)), depth))
+            stack.append((Loop(m.group(1), n > 0 and lines[n - 1].strip().startswith(_PRAGMA), line.strip()), depth))
         st = _STMT.match(line)
+        # Register-tile accumulators (acc_R_V) are per-thread locals, not memory: skip them.
+        if st and st.group(2).startswith("acc_"):
+            st = None
         if st and not s.startswith(("const ", "for (", "int ", "static ")):
             binds = dict(re.findall(r"const long (\w+) = ([^;]*);", st.group(1)))
             out.append(StatementLine(s, binds, st.group(2), st.group(3), [lp for lp, _ in stack]))

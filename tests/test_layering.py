@@ -35,6 +35,8 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("reference", ("polytile.reference",), ("ir", "errors", "sema")),
     ("poly", ("polytile.poly",), ("ir", "errors", "sema", "names")),
     ("deps", ("polytile.deps",), ("poly", "errors")),
+    # The C frontend reads C straight into Scops (its statements keep their C text).
+    ("cfrontend", ("polytile.frontends.c",), ("poly", "errors", "names", "ir")),
     ("schedule", ("polytile.schedule",), ("poly", "deps", "errors")),
     # The cost model and the blocked-schedule space use each other (autotile ranks with
     # the model, the model reads tile configurations): one stage.

@@ -287,7 +287,12 @@ class Schedule:
         return f'{{ domain: "{dom}"' + (f", child: {child}" if child else "") + " }"
 
     def _filter(self, group: Sequence[str]) -> str:
-        return "; ".join(str(self.scop.statement(n).domain).strip("{} ") for n in group)
+        """isl text of the union of the group's domains (parameters included)."""
+        u = None
+        for n in group:
+            d = isl.UnionSet.from_set(self.scop.statement(n).domain)
+            u = d if u is None else u.union(d)
+        return str(u)
 
     def _subtree(self, group: List[str], dim: int) -> str:
         n = self.n_dims
@@ -302,14 +307,14 @@ class Schedule:
                 for v in distinct:
                     sub = [g for g in group if values[g] == v]
                     inner = self._subtree(sub, dim + 1)
-                    kids.append(f'{{ filter: "{{ {self._filter(sub)} }}"' + (f", child: {inner}" if inner else "") + " }")
+                    kids.append(f'{{ filter: "{self._filter(sub)}"' + (f", child: {inner}" if inner else "") + " }")
                 return "{ sequence: [ " + ", ".join(kids) + " ] }"
             # A loop: one-member band, wrapped in the marks its statements carry.
-            parts = []
+            upa = None
             for name in group:
-                pa = isl.PwMultiAff.from_map(self.table[name].map).get_pw_aff(dim)
-                parts.append(str(pa).strip("{} "))
-            band = f'{{ schedule: "[{{ {"; ".join(parts)} }}]"'
+                pa = isl.UnionPwAff.from_pw_aff(isl.PwMultiAff.from_map(self.table[name].map).get_pw_aff(dim))
+                upa = pa if upa is None else upa.union_add(pa)
+            band = f'{{ schedule: "{isl.MultiUnionPwAff.from_union_pw_aff(upa)}"'
             inner = self._subtree(group, dim + 1)
             inner = self._wrap_locals(group, dim, inner)
             text = band + (f", child: {inner}" if inner else "") + " }"

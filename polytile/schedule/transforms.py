@@ -207,7 +207,23 @@ def split(s: Schedule, stmt: str, loop: str, factor: int) -> Schedule:
     """Strip-mine one loop: ``i`` -> ``i_o`` (steps of ``factor``) and ``i_i`` (within a step)."""
     st = s.resolve(stmt)
     stmts = _strip(s, st, [(loop, factor)], "_o", "_i")
-    return _finish(s, stmts, Step.make("split", stmt=stmt, loop=loop, factor=factor))
+    new = s.with_(stmts=stmts)
+    # Marks follow the loop: parallel goes to the outer part, simd/unroll/regtile to the inner.
+    d = s.loop_dim(st, loop)
+    marks = set(s.marks)
+    for g in s.group(st, d):
+        old_name = s.table[g].names[d]
+        if not old_name:
+            continue
+        names_now = [n for n in new.table[g].names if n]
+        outer = next((n for n in names_now if n.startswith(old_name + "_o")), None)
+        inner = next((n for n in names_now if n.startswith(old_name + "_i")), None)
+        for m in [m for m in marks if m[0] == g and m[1] == old_name]:
+            marks.discard(m)
+            target = outer if m[2] == PARALLEL else inner
+            if target:
+                marks.add((g, target, m[2], m[3]))
+    return _finish(s, stmts, Step.make("split", stmt=stmt, loop=loop, factor=factor), frozenset(marks))
 
 
 # ---------------------------------------------------------------------------
@@ -266,8 +282,9 @@ def fuse(s: Schedule, a: str, b: str, depth: Optional[int] = None, *, before: bo
     """Move statement ``b`` into ``a``'s loop nest, sharing its outer ``depth`` loops.
 
     ``b`` runs after ``a``'s remaining body inside the shared loops (or before
-    it with ``before=True``).  Loops are matched by position, so both nests
-    must have the same shape outside ``depth`` (tile/split both alike first).
+    it with ``before=True``).  Loops are matched in order: ``b``'s k-th loop
+    becomes ``a``'s k-th loop for ``k < depth`` (so tile both nests alike
+    first when ``a`` is tiled); ``b``'s other loops nest inside, in order.
 
     >>> # matmul C (S0: i, j, k) then D = C + bias (E1: i0, i1):
     >>> # fuse(s, "C", "D", 2)  ->  for i: for j: { for k: C += ...; D = C + bias }
@@ -281,19 +298,33 @@ def fuse(s: Schedule, a: str, b: str, depth: Optional[int] = None, *, before: bo
     if depth < 1 or depth > min(len(la), len(lb)):
         raise ScheduleError(f"fuse: depth must be between 1 and {min(len(la), len(lb))} "
                             f"({sa} has {len(la)} loops, {sb} has {len(lb)})")
-    for (da, na), (db, nb) in zip(la[:depth], lb[:depth]):
-        if da != db:
-            raise ScheduleError(f"fuse: loop {na!r} of {sa} and loop {nb!r} of {sb} are at different depths; "
-                                f"transform both nests alike (tile/split) before fusing")
     p = la[depth - 1][0]
-    betas: Dict[int, int] = {}
-    for d in range(0, p, 2):
-        betas[d] = s.constant(sa, d) or 0
     inner = p + 1
-    siblings = [g for g in s.group(sa, inner) if g != sb]
-    vals = [s.constant(g, inner) or 0 for g in siblings]
-    betas[inner] = (min(vals) - 1) if before else (max(vals) + 1)
-    stmts = _set_betas(s, sb, betas)
+    rest = lb[depth:]
+    n = s.n_dims
+    need = inner + 2 * len(rest) + 1
+    cur = s
+    if need > n:
+        # Not enough time dimensions after the shared loops: pad everyone with zeros.
+        t = _t(n)
+        extra = need - n
+        cur = s.with_(stmts=_apply(s, [x for x, _ in s.stmts], t + ["0"] * extra,
+                                   lambda _, ss: list(ss.names) + [None] * extra))
+        n = need
+    siblings = [g for g in cur.group(sa, inner) if g != sb]
+    vals = [cur.constant(g, inner) or 0 for g in siblings]
+    t = _t(n)
+    outs = ["0"] * n
+    names: List[Optional[str]] = [None] * n
+    for d in range(0, p, 2):
+        outs[d] = str(cur.constant(sa, d) or 0)
+    bnames = cur.table[sb].names
+    for (da, _), (db, nb) in zip(la[:depth], lb[:depth]):
+        outs[da], names[da] = t[db], nb
+    outs[inner] = str((min(vals) - 1) if before else (max(vals) + 1))
+    for k, (db, nb) in enumerate(rest):
+        outs[inner + 1 + 2 * k], names[inner + 1 + 2 * k] = t[db], nb
+    stmts = _apply(cur, [sb], outs, lambda _, ss: names)
     return _finish(s, stmts, Step.make("fuse", a=a, b=b, depth=depth, before=before))
 
 
