@@ -20,6 +20,13 @@ def __getattr__(name):
     if name in ("compile", "Kernel", "load_program", "shapes_from_dims", "parse_dims"):
         from . import pipeline
         return getattr(pipeline, name)
+    if name == "optimize_c":
+        from .copt import optimize_c
+        return optimize_c
+    if name in ("compare", "tune", "hardware", "autotile", "cost"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
     if name in ("reference", "schedule"):
         # Both a module and an API call (the module makes itself callable).
         import importlib
@@ -32,7 +39,7 @@ def __getattr__(name):
 
 
 __all__ = [
-    "compile", "reference", "Kernel", "parse", "load_program", "shapes_from_dims",
+    "compile", "reference", "schedule", "Kernel", "parse", "load_program", "shapes_from_dims", "optimize_c",
     "PolytileError", "TileSyntaxError", "TileSemanticError", "NonAffineError", "ShapeError",
     "CollisionError", "CompilerError", "ScheduleError", "IllegalSchedule", "InternalError",
 ]
