@@ -48,7 +48,9 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
 #: Modules that wire stages together and may import from any of them.
 EXEMPT = frozenset({"polytile", "polytile.pipeline", "polytile.cli", "polytile.__main__",
                     # Measurement drivers: they compile and run through the pipeline.
-                    "polytile.tune", "polytile.compare"})
+                    "polytile.tune", "polytile.compare",
+                    # The CUDA target (mapping + CUDA/emulation codegen + nvcc build).
+                    "polytile.cuda_target"})
 
 #: API facades: ``polytile.reference(...)`` and ``polytile.schedule(...)`` are
 #: documented calls whose module is also a stage; each module's ``__call__``

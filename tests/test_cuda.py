@@ -1,0 +1,223 @@
+"""The CUDA target: GPU mapping, CUDA source built by nvcc, and the CPU emulation checked against the oracle.
+
+* Mapping (``polytile.schedule.gpu``): the band of dependence-free loops is
+  mapped, x on the output's unit-stride loop, blocks within the hardware
+  limits, reductions sequential in the thread; matmul and conv2d pinned.
+* Emulation: every example, at every ``// dims:`` line, run through the
+  mapped kernels on the CPU (blocks and threads in reverse order) and
+  compared with ``polytile.reference`` -- exact on integer-valued inputs
+  (tolerance only for the examples in ``numpy_programs.INEXACT``); a second
+  run with small blocks and ``max_grid=2`` forces partial blocks and
+  grid-stride loops on every mapped axis.
+* nvcc (skipped when it is absent): a few examples through
+  ``compile_cuda`` (shared library and PTX for sm_90), and every example at
+  every size in one translation unit (one nvcc run).
+* Without a GPU, calling the real kernel raises a clear PolytileError; with
+  one (``-m gpu``), results match the oracle.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+import polytile
+from polytile import runtime
+from polytile.codegen import cuda as cuda_codegen
+from polytile.config import get_config
+from polytile.cuda_target import compile_cuda, compile_ptx, cuda_source, gpu_limits, no_device_reason
+from polytile.errors import PolytileError
+from polytile.pipeline import load_program
+
+from numpy_programs import INEXACT, TOLERANCE, example_cases, example_paths, input_shapes, make_inputs
+
+PATHS = example_paths()
+CASES = [(p, n) for p in PATHS for n in range(len(example_cases(p)))]
+HAVE_NVCC = get_config().nvcc is not None
+needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found (install the CUDA toolkit or set POLYTILE_NVCC)")
+HAVE_GPU = shutil.which("nvidia-smi") is not None
+
+
+def _case(path, n):
+    prog = load_program(path)
+    case = example_cases(path)[n]
+    shapes = input_shapes(prog, case)
+    return prog, case, shapes
+
+
+def _check(path, prog, got, arrays):
+    want = polytile.reference(prog, *arrays)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+        if path.stem in INEXACT:
+            np.testing.assert_allclose(g, w, **TOLERANCE)
+        else:
+            np.testing.assert_array_equal(g, w)
+
+
+# ---------------------------------------------------------------------------
+# Mapping
+# ---------------------------------------------------------------------------
+
+
+def _maps(path, shapes, **kw):
+    _, maps = cuda_source(path, shapes, ["float32"] * len(shapes), emulate=True, **kw)
+    return maps
+
+
+def test_matmul_mapping():
+    m = _maps("examples/matmul.tile", [(4096, 4096), (4096, 4096)])
+    assert len(m) == 2  # C = 0, then the contraction
+    fill, mm = m
+    assert fill.statements == ("Z0",) and mm.statements == ("S0",)
+    x, y = mm.axes
+    assert (x.axis, [lp.name for lp in x.loops]) == ("x", ["j"])  # j indexes C's unit-stride dimension
+    assert (y.axis, [lp.name for lp in y.loops]) == ("y", ["i"])
+    assert mm.block == (32, 8, 1) and mm.grid == (128, 512, 1)
+    assert mm.sequential == ("k",)  # the reduction stays in the thread
+    assert "sequential in each thread: k" in mm.describe()
+    assert "x: j[0:4096] -> blockIdx.x * 32 + threadIdx.x (128 blocks)" in mm.describe()
+
+
+def test_conv2d_mapping():
+    # NHWC input, HWIO filter: O[n, y, x, co]
+    m = _maps("examples/conv2d.tile", [(8, 66, 66, 64), (3, 3, 64, 128)])
+    conv = m[-1]
+    assert [lp.name for lp in conv.axes[0].loops] == ["co"]
+    assert [lp.name for lp in conv.axes[1].loops] == ["x"]
+    assert [lp.name for lp in conv.axes[2].loops] == ["n", "y"]  # linearised on z
+    assert conv.block[0] == 32 and conv.threads <= 256
+    assert set(conv.sequential) == {"ky", "kx", "ci"}
+
+
+def test_block_limits_and_warp_multiple():
+    lim = gpu_limits("nvidia-h100")
+    assert lim.warp_size == 32 and lim.max_threads_per_block == 1024 and lim.arch == "sm_90"
+    for path in PATHS:
+        prog, case, shapes = _case(path, 0)
+        for m in _maps(path, shapes):
+            assert m.threads <= lim.max_threads_per_block
+            for a, lim_g in zip(m.axes, (2 ** 31 - 1, 65535, 65535)):
+                assert 1 <= a.grid <= lim_g and a.grid * a.block >= 1
+            if m.axes and m.axes[0].total >= 32:
+                assert m.axes[0].block % 32 == 0, m.describe()
+
+
+def test_max_grid_forces_grid_stride():
+    m = _maps("examples/matmul.tile", [(100, 7), (7, 300)], max_grid=2, threads=64)[1]
+    assert m.grid == (2, 2, 1) and all(a.strided for a in m.axes)
+    assert "grid-stride" in m.describe()
+    src, _ = cuda_source("examples/matmul.tile", [(100, 7), (7, 300)], ["float32"] * 2, max_grid=2, threads=64)
+    assert re.search(r"for \(long pt_bx = pt_block_x; pt_bx < \d+; pt_bx \+= 2\)", src.text)
+
+
+def test_not_a_gpu_descriptor():
+    with pytest.raises(PolytileError, match="not a GPU descriptor"):
+        gpu_limits("x86-avx2")
+
+
+def test_sequential_nest_is_one_thread():
+    m = _maps("examples/cumsum.tile", [(37,)])
+    assert any(not k.axes or k.sequential for k in m)
+    dot = _maps("examples/dot.tile", [(50,), (50,)])
+    assert dot[-1].axes == () and dot[-1].grid == (1, 1, 1) and "one thread" in dot[-1].describe()
+
+
+# ---------------------------------------------------------------------------
+# Emulation against the oracle
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["default", "tiny"])
+@pytest.mark.parametrize("path,n", CASES, ids=[f"{p.stem}-{n}" for p, n in CASES])
+def test_emulation_matches_oracle(path, n, variant):
+    prog, case, shapes = _case(path, n)
+    rng = np.random.default_rng(1000 + n)
+    arrays = make_inputs(prog, case, rng)
+    kw = {} if variant == "default" else dict(threads=64, max_grid=2)
+    k = compile_cuda(prog, shapes, [a.dtype for a in arrays], emulate=True, **kw)
+    _check(path, prog, k(*arrays), arrays)
+    if variant == "tiny":  # partial blocks on some axis, grid-stride where there is more than 2 blocks
+        for m in k.mappings:
+            for a in m.axes:
+                assert a.grid <= 2 and a.block <= 64
+
+
+# ---------------------------------------------------------------------------
+# nvcc
+# ---------------------------------------------------------------------------
+
+NVCC_SUBSET = ["matmul", "conv2d", "softmax", "triu", "dot", "masked_max"]
+
+
+@needs_nvcc
+@pytest.mark.parametrize("name", NVCC_SUBSET)
+def test_nvcc_builds(name):
+    path = f"examples/{name}.tile"
+    prog, case, shapes = _case(path, len(example_cases(path)) - 1)
+    k = compile_cuda(prog, shapes, ["float32"] * len(shapes), max_grid=3)
+    assert k.library_path.is_file() and k.source.lang == "cuda"
+    assert k.source.text.count("__global__") == len(k.mappings)
+    assert f'extern "C" int {k.source.entry}_device(' in k.source.text
+    assert "cudaMalloc" in k.source.text and "cudaMemcpyDeviceToHost" in k.source.text
+
+
+@needs_nvcc
+def test_ptx():
+    ptx = compile_ptx("examples/matmul.tile", [(64, 32), (32, 48)], ["float32"] * 2)
+    assert ".target sm_90" in ptx and ".entry pt_matmul_k1(" in ptx
+
+
+@needs_nvcc
+def test_nvcc_builds_every_example_in_one_unit():
+    """Every example at every size, each in its own namespace, compiled by one nvcc run for sm_90."""
+    parts = [cuda_codegen.cuda_prelude()]
+    count = 0
+    for path, n in CASES:
+        prog, case, shapes = _case(path, n)
+        for dt in ("float32", "float64"):
+            if dt == "float64" and n > 0:
+                continue
+            from polytile.cuda_target import _specialize
+
+            _, scop, sched, _, maps = _specialize(prog, shapes, [dt] * len(shapes), "nvidia-h100", None, None)
+            src = cuda_codegen.generate(scop, sched, maps, entry=f"pt_ex{count}", prelude=False)
+            parts.append(f"namespace pt_ns{count} {{\n{src.text}\n}}\n")
+            count += 1
+    text = "\n".join(parts)
+    lib = runtime.build(text, lang="cuda", flags=cuda_codegen.nvcc_flags("sm_90"), name_hint="all_examples")
+    assert lib.is_file() and count >= len(PATHS)
+
+
+# ---------------------------------------------------------------------------
+# Running the real kernel
+# ---------------------------------------------------------------------------
+
+
+@needs_nvcc
+@pytest.mark.skipif(HAVE_GPU, reason="a GPU is present")
+def test_no_gpu_raises_clear_error():
+    k = compile_cuda("examples/matmul.tile", [(8, 4), (4, 8)], ["float32"] * 2)
+    with pytest.raises(PolytileError, match="no CUDA device is present"):
+        k(np.ones((8, 4), np.float32), np.ones((4, 8), np.float32))
+    assert no_device_reason() is not None
+
+
+@pytest.mark.gpu
+@needs_nvcc
+@pytest.mark.skipif(not HAVE_GPU, reason="no GPU (nvidia-smi not found)")
+@pytest.mark.parametrize("name", NVCC_SUBSET)
+def test_gpu_matches_oracle(name):
+    path = f"examples/{name}.tile"
+    from pathlib import Path
+
+    for n in range(len(example_cases(path))):
+        prog, case, shapes = _case(path, n)
+        arrays = make_inputs(prog, case, np.random.default_rng(n))
+        k = compile_cuda(prog, shapes, [a.dtype for a in arrays], max_grid=3)
+        _check(Path(path), prog, k(*arrays), arrays)
