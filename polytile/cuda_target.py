@@ -69,7 +69,7 @@ class CudaKernel:
     def describe(self) -> str:
         return describe_mappings(self.mappings)
 
-    def __call__(self, *arrays):
+    def _ready(self) -> None:
         if not self.emulated:
             reason = no_device_reason()
             if reason is not None:
@@ -78,7 +78,18 @@ class CudaKernel:
                 self.has_device()
             except PolytileError as e:
                 raise PolytileError(f"no CUDA device is present (cudaGetDeviceCount failed: {e})") from None
+
+    def __call__(self, *arrays):
+        """Run a Tile specialisation on its inputs; return its outputs."""
+        if self.spec.bound is None:
+            raise PolytileError("this kernel was built from a Scop: call run_named({array: values})")
+        self._ready()
         return pipeline.run_specialization(self.spec, [np.asarray(a) for a in arrays])
+
+    def run_named(self, arrays):
+        """Run on named arrays (``inout`` ones start from the given values); every array after the call."""
+        self._ready()
+        return pipeline.run_scop(self.spec, arrays)
 
 
 def _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid):
@@ -103,6 +114,24 @@ def compile_cuda(source_or_program, shapes: Sequence[Sequence[int]], dtypes: Seq
     forcing grid-stride loops) tune the mapping.
     """
     bound, scop, sched, limits, mappings = _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid)
+    return _build(bound, scop, sched, limits, mappings, emulate, reverse)
+
+
+def compile_scop_cuda(scop: Scop, *, hardware: Any = "nvidia-h100", emulate: bool = False,
+                      threads: Optional[int] = None, max_grid=None, reverse: bool = True,
+                      mappings: Optional[Sequence[GpuMapping]] = None) -> CudaKernel:
+    """Like :func:`compile_cuda` for any Scop (isl text, the C frontend); run it with ``run_named``.
+
+    ``mappings`` replaces the computed mapping (tests use it to show that the
+    emulation catches an illegal one).
+    """
+    sched = gpu_schedule(scop)
+    limits = gpu_limits(hardware, threads=threads, max_grid=max_grid)
+    maps = tuple(mappings) if mappings is not None else map_schedule(sched, limits)
+    return _build(None, scop, sched, limits, maps, emulate, reverse)
+
+
+def _build(bound, scop, sched, limits, mappings, emulate, reverse) -> CudaKernel:
     if emulate:
         src = cuda_codegen.generate_emulated(scop, sched, mappings, reverse=reverse)
         path = runtime.build(src.text, flags=get_config().cflags, name_hint=f"{scop.name}_emu")

@@ -221,3 +221,73 @@ def test_gpu_matches_oracle(name):
         arrays = make_inputs(prog, case, np.random.default_rng(n))
         k = compile_cuda(prog, shapes, [a.dtype for a in arrays], max_grid=3)
         _check(Path(path), prog, k(*arrays), arrays)
+
+
+# ---------------------------------------------------------------------------
+# Scops with real (non-reduction) dependences
+# ---------------------------------------------------------------------------
+
+
+def _row_scan(M=11, N=37):
+    """A[i][j] = A[i][j-1] + B[i][j]: rows independent, columns a loop-carried flow."""
+    from polytile.poly.from_isl import scop_from_isl
+
+    return scop_from_isl("rowscan", [
+        {"domain": f"{{ S[i, j] : 0 <= i < {M} and 1 <= j < {N} }}", "write": "{ S[i, j] -> A[i, j] }",
+         "reads": ["{ S[i, j] -> A[i, j - 1] }", "{ S[i, j] -> B[i, j] }"]},
+    ], {"A": ((M, N), "float64"), "B": ((M, N), "float64")})
+
+
+def _run(k, scop, rng):
+    from polytile.poly.from_isl import execute
+
+    arrays = {a.name: rng.integers(-4, 5, size=a.shape).astype(a.dtype) for a in scop.arrays}
+    return k.run_named(arrays), execute(scop, arrays)
+
+
+@pytest.mark.parametrize("kw", [{}, dict(threads=4, max_grid=2)])
+def test_row_scan_maps_rows_only(kw):
+    from polytile.cuda_target import compile_scop_cuda
+
+    scop = _row_scan()
+    k = compile_scop_cuda(scop, emulate=True, **kw)
+    (m,) = k.mappings
+    assert [lp.name for a in m.axes for lp in a.loops] == ["i"] and m.sequential == ("j",)
+    got, want = _run(k, scop, np.random.default_rng(3))
+    np.testing.assert_array_equal(got["A"], want["A"])
+
+
+def test_emulation_catches_an_illegal_mapping():
+    """Mapping the carried loop j onto threads: the reverse-order emulation gives wrong sums."""
+    from polytile.cuda_target import compile_scop_cuda
+    from polytile.schedule.gpu import GpuMapping, GridAxis, MappedLoop
+
+    scop = _row_scan()
+    good = compile_scop_cuda(scop, emulate=True).mappings[0]
+    i_loop = good.axes[0].loops[0]
+    j_dim = i_loop.dim + 2  # the next loop of the 2d+1 schedule
+    bad = GpuMapping(0, good.statements, (GridAxis("x", (MappedLoop(j_dim, "j", 1, 36),), 32, 2, 2),
+                                          GridAxis("y", (i_loop,), 8, 2, 2)))
+    k = compile_scop_cuda(scop, emulate=True, mappings=[bad])
+    got, want = _run(k, scop, np.random.default_rng(3))
+    assert not np.array_equal(got["A"], want["A"])
+
+
+def test_time_loop_nest_runs_in_one_thread():
+    """jacobi-1d with a shared time loop: the outermost loop carries dependences -> one thread, still exact."""
+    from polytile.cuda_target import compile_scop_cuda
+    from polytile.poly.from_isl import scop_from_isl
+
+    T, N = 4, 20
+    scop = scop_from_isl("jacobi1d", [
+        {"domain": f"{{ S[t, i] : 0 <= t < {T} and 1 <= i < {N - 1} }}", "write": "{ S[t, i] -> B[i] }",
+         "reads": ["{ S[t, i] -> A[i - 1] }", "{ S[t, i] -> A[i] }", "{ S[t, i] -> A[i + 1] }"]},
+        {"domain": f"{{ U[t, i] : 0 <= t < {T} and 1 <= i < {N - 1} }}", "write": "{ U[t, i] -> A[i] }",
+         "reads": ["{ U[t, i] -> B[i] }"]},
+    ], {"A": ((N,), "float64"), "B": ((N,), "float64")}, schedule="{ S[t, i] -> [t, 0, i]; U[t, i] -> [t, 1, i] }")
+    k = compile_scop_cuda(scop, emulate=True)
+    (m,) = k.mappings
+    assert m.axes == () and "one thread" in m.describe()
+    got, want = _run(k, scop, np.random.default_rng(5))
+    for name in ("A", "B"):
+        np.testing.assert_array_equal(got[name], want[name])
