@@ -382,7 +382,9 @@ class Schedule:
         p = pt.sample_point()
         return [p.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(self.n_dims)]
 
-    def _describe(self, group: List[str], dim: int, indent: int, lines: List[str]) -> None:
+    def _describe(self, group: List[str], dim: int, indent: int, lines: List[str],
+                  at: Optional[Dict[str, List[str]]] = None) -> None:
+        at = at if at is not None else {}
         n = self.n_dims
         while dim < n:
             values = {g: _dim_constant(self.table[g].map, dim) for g in group}
@@ -390,7 +392,7 @@ class Schedule:
                 distinct = sorted(set(values.values()))
                 if len(distinct) > 1:
                     for v in distinct:
-                        self._describe([g for g in group if values[g] == v], dim + 1, indent, lines)
+                        self._describe([g for g in group if values[g] == v], dim + 1, indent, lines, at)
                     return
                 dim += 1
                 continue
@@ -400,11 +402,17 @@ class Schedule:
             rng = _value_range([self.table[g].map for g in group], dim)
             note = "".join(f"  [{m}]" for m in marks) + "".join(f"  [local {a}]" for a in locs)
             lines.append("  " * indent + f"for {'/'.join(loops)} in {rng}:{note}")
-            self._describe(group, dim + 1, indent + 1, lines)
+            # A statement with a constant here runs in one iteration of this loop only.
+            inner_at = {g: list(at.get(g, [])) for g in group}
+            for g in group:
+                if not self.table[g].names[dim] and values[g] is not None:
+                    inner_at[g].append(f"{'/'.join(loops)}={values[g]}")
+            self._describe(group, dim + 1, indent + 1, lines, inner_at)
             return
         for g in sorted(group, key=self._order_key):
             st = self.scop.statement(g)
-            lines.append("  " * indent + f"{g}: {st.text or st.kind}")
+            only = f"   (only at {', '.join(at[g])})" if at.get(g) else ""
+            lines.append("  " * indent + f"{g}: {st.text or st.kind}{only}")
 
     def __str__(self) -> str:
         return self.describe()
