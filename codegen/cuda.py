@@ -104,25 +104,18 @@ def _thread_ast(scop: Scop, schedule: Schedule, m: GpuMapping) -> isl.AstNode:
     return build.node_from_schedule_map(umap)
 
 
-def _prologue(m: GpuMapping) -> Tuple[List[str], int]:
-    """Lines opening the grid prologue (z outermost) and how many blocks they open."""
-    lines: List[str] = []
-    opened = 0
-    k0 = {}
+def _grid_nest(m: GpuMapping, inner: List[cgen.Generable]) -> List[cgen.Generable]:
+    """Wrap the thread body in the grid prologue (z outermost, x innermost)."""
+    first = {}
     k = 0
     for a in m.axes:
-        k0[a.axis] = k
+        first[a.axis] = k
         k += len(a.loops)
-    for a in reversed(m.axes):  # z, y, x
+    nodes = list(inner)
+    for a in m.axes:  # x is wrapped first, so it ends up innermost
         ax = a.axis
         b, l = f"pt_b{ax}", f"pt_l{ax}"
-        if a.strided:
-            lines.append(f"for (long {b} = pt_block_{ax}; {b} < {a.blocks}; {b} += {a.grid}) {{")
-        else:
-            lines.append(f"{{ const long {b} = pt_block_{ax};")
-        lines.append(f"const long {l} = {b} * {a.block} + pt_thread_{ax};")
-        lines.append(f"if ({l} < {a.total}) {{")
-        opened += 2
+        decode = []
         stride = a.total
         for j, lp in enumerate(a.loops):
             stride //= max(1, lp.extent)
@@ -130,20 +123,25 @@ def _prologue(m: GpuMapping) -> Tuple[List[str], int]:
             if j > 0:
                 val = f"{val} % {lp.extent}"
             lo = f"{lp.lo} + " if lp.lo else ""
-            lines.append(f"const long pt_g{k0[ax] + j} = {lo}{val};  /* {lp.name} */")
-    return lines, opened
+            decode.append(cgen.Line(f"const long pt_g{first[ax] + j} = {lo}{val};  /* {lp.name} */"))
+        linear = cgen.Line(f"const long {l} = {b} * {a.block} + pt_thread_{ax};")
+        guarded = cgen.If(f"{l} < {a.total}", cgen.Block(decode + nodes))
+        if a.strided:
+            nodes = [cgen.For(f"long {b} = pt_block_{ax}", f"{b} < {a.blocks}", f"{b} += {a.grid}",
+                              cgen.Block([linear, guarded]))]
+        else:
+            nodes = [cgen.Line(f"const long {b} = pt_block_{ax};"), linear, guarded]
+    return nodes
 
 
-def kernel_body(scop: Scop, schedule: Schedule, m: GpuMapping) -> str:
-    """The body of one kernel: grid prologue + thread body (C; see the module docstring)."""
+def kernel_body(scop: Scop, schedule: Schedule, m: GpuMapping) -> List[cgen.Generable]:
+    """The body of one kernel: grid prologue around the thread body (see the module docstring)."""
     ast = _thread_ast(scop, schedule, m)
     printer = AstPrinter(scop, outline=False)
     inner = printer.node(ast)
     if printer.vector_types or printer.locals:
         raise InternalError("register tiles and local buffers are not supported by the CUDA backend")
-    pro, opened = _prologue(m)
-    text = "\n".join(pro) + ("\n" if pro else "") + "\n".join(str(x) for x in inner)
-    return text + "\n" + "}" * opened
+    return _grid_nest(m, inner)
 
 
 def _signature(params: Sequence[Array]) -> str:
@@ -185,12 +183,10 @@ def generate(scop: Scop, schedule: Schedule, mappings: Sequence[GpuMapping], *,
     names = ", ".join(a.name for a in params)
     out: List[str] = [_banner(scop, mappings, "CUDA")] + ([cuda_prelude()] if prelude else [])
     for m in mappings:
-        body = _cuda_minmax(kernel_body(scop, schedule, m))
-        idx = "\n".join(f"const long pt_block_{a} = blockIdx.{a}; const long pt_thread_{a} = threadIdx.{a};"
-                        for a in AXES)
-        out.append(str(cgen.FunctionBody(
+        idx = [cgen.Line(f"const long pt_block_{a} = blockIdx.{a}, pt_thread_{a} = threadIdx.{a};") for a in AXES]
+        out.append(_cuda_minmax(str(cgen.FunctionBody(
             cgen.Line(f'extern "C" __global__ void __launch_bounds__({m.threads}) {entry}_k{m.index}({_signature(params)})'),
-            cgen.Block([cgen.Line(idx), cgen.Line(body)]))))
+            cgen.Block(idx + kernel_body(scop, schedule, m))))))
     sig = ", ".join(f"void *a{k}" for k in range(len(params))) or "void"
     decls = [_param_decl(a, k) for k, a in enumerate(params)]
     launches = []
@@ -273,7 +269,7 @@ def generate_emulated(scop: Scop, schedule: Schedule, mappings: Sequence[GpuMapp
     for m in mappings:
         body = kernel_body(scop, schedule, m)
         sig = ", ".join(x for x in (_signature(params), idx_params) if x)
-        out.append(str(cgen.FunctionBody(cgen.Line(f"static void {entry}_k{m.index}({sig})"), cgen.Block([cgen.Line(body)]))))
+        out.append(str(cgen.FunctionBody(cgen.Line(f"static void {entry}_k{m.index}({sig})"), cgen.Block(body))))
         loops = []
         for kind, dims in (("block", m.grid), ("thread", m.block)):
             for a, n in reversed(list(zip(AXES, dims))):
