@@ -116,6 +116,14 @@ def test_max_grid_forces_grid_stride():
     assert re.search(r"for \(long pt_bx = pt_block_x; pt_bx < \d+; pt_bx \+= 2\)", src.text)
 
 
+def test_hardware_grid_limit_forces_grid_stride():
+    # i has 600000 rows at 8 per block: 75000 blocks > 65535 on y.
+    m = _maps("examples/matmul.tile", [(600000, 4), (4, 64)])[1]
+    x, y = m.axes
+    assert (y.blocks, y.grid, y.strided) == (75000, 65535, True) and not x.strided
+    assert m.grid == (2, 65535, 1)
+
+
 def test_not_a_gpu_descriptor():
     with pytest.raises(PolytileError, match="not a GPU descriptor"):
         gpu_limits("x86-avx2")
@@ -171,6 +179,17 @@ def test_nvcc_builds(name):
 def test_ptx():
     ptx = compile_ptx("examples/matmul.tile", [(64, 32), (32, 48)], ["float32"] * 2)
     assert ".target sm_90" in ptx and ".entry pt_matmul_k1(" in ptx
+
+
+@needs_nvcc
+def test_ptx_keeps_the_accumulator_in_a_register():
+    """The reduction accumulates into its output cell; with ``__restrict__`` arrays nvcc keeps it in a
+    register across the sequential k loop: one global store per thread, inputs through the read-only path."""
+    ptx = compile_ptx("examples/matmul.tile", [(256, 256), (256, 256)], ["float32"] * 2)
+    body = ptx[ptx.index(".entry pt_matmul_k1("):]
+    body = body[:body.index("\n}\n")]
+    assert body.count("st.global") == 1
+    assert "ld.global.nc" in body
 
 
 @needs_nvcc
