@@ -7,8 +7,10 @@
 For each program the candidates are
 
 * a spread of ``polytile.autotile.candidates`` (a seeded random sample of the
-  configurations that fit the host's caches: tile sizes, loop orders, parallel
-  loops), a quarter of them also without the register tile (``regtile=False``);
+  configurations that fit the host's caches: tile sizes, loop orders), a
+  quarter of them also without the register tile (``regtile=False``) and a
+  third also with another loop parallel (an outer loop, ``j_t`` or ``i_t``;
+  a loop of one iteration runs serially);
 * untiled schedules: program order (``ijk``, its auto_parallel loop), the
   reduction loop moved out (``ikj`` / ``ci`` before ``co``), and program order
   tiled by 32 (``tile32``).
@@ -83,20 +85,31 @@ def untiled(name: str, s, st: str) -> List[Tuple[str, Any, str]]:
 
 
 def spread(s, st: str, hw, count: int, seed: int):
-    """``count`` autotile configurations (seeded sample), every fourth also without the register tile."""
+    """``count`` autotile configurations (seeded sample); every fourth also without the register
+    tile, every third also with another parallel loop (autotile picks one by its own rule)."""
     import numpy as np
 
     from polytile import autotile
 
     cfgs = autotile.candidates(s, st, hw)
+    r = autotile.roles(s, st)
     rng = np.random.default_rng(seed)
-    pick = sorted(rng.choice(len(cfgs), size=min(count, len(cfgs)), replace=False))
+    pick = sorted(rng.choice(len(cfgs), size=min(count, len(cfgs)), replace=False)) if cfgs else []
     chosen = [cfgs[k] for k in pick]
     out = list(chosen)
+    loops = list(r.outer) + [f"{r.j}_t", f"{r.i}_t"] if r is not None else []
     for k, c in enumerate(chosen):
         if k % 4 == 0:
             out.append(dataclasses.replace(c, regtile=False))
-    return out
+        others = [l for l in loops if l != c.parallel]
+        if k % 3 == 0 and others:
+            out.append(dataclasses.replace(c, parallel=others[(k // 3) % len(others)]))
+    seen, uniq = set(), []
+    for c in out:
+        if c not in seen:
+            seen.add(c)
+            uniq.append(c)
+    return uniq
 
 
 def cfg_name(c) -> str:

@@ -86,10 +86,11 @@ float matrix is 4 KiB but uses 2 of L1's 64 sets: it cannot stay.)
 
 *Registers* are not LRU: they keep what the code generator keeps there.  A
 ``regtile`` mark holds the ``mr x nr`` accumulator block across the reduction
-loops, so the register tile is the block (``d* = L - 2``); plain code keeps
-only values invariant in the innermost loop (``d* = L - 1``).  A register
-tile is reloaded for every iteration of the enclosing loops out to the
-innermost loop ``e_a`` it depends on (``F_a(e_a) > F_a(e_a + 1)``)::
+loops, so the register tile is the block (``d* = L - 2``); plain code holds
+one instance (``d* = L``), the values the innermost loop does not change
+being hoisted out of it.  A register tile is reloaded for every iteration
+of the enclosing loops out to the innermost loop ``e_a`` it depends on
+(``F_a(e_a) > F_a(e_a + 1)``)::
 
     traffic_a = F_a(d*) * Π_{e <= e_a} trips(e)              (elements, not lines)
 
@@ -102,9 +103,11 @@ extents when ``D`` equals its bounding box (checked with isl), else isl's
 ``peak(dtype) / cores * speedup * efficiency``:
 
 * ``speedup``: the parallel loop (a ``parallel`` mark) with ``T`` iterations
-  runs on ``min(cores, ⌈T⌉)`` threads, statically scheduled:
-  ``speedup = T / ⌈⌈T⌉ / cores⌉`` (one iteration: no speedup; isl does not
-  even emit the loop).  Each entry into a parallel region costs
+  runs on ``P = min(cores, ⌈T⌉)`` threads, statically scheduled; the
+  busiest gets ``min(⌈⌈T⌉ / P⌉, T)`` iterations' work (a partial last
+  iteration is only its own when it is alone), so
+  ``speedup = T / min(⌈⌈T⌉ / P⌉, T)`` (one iteration: no speedup; isl does
+  not even emit the loop).  Each entry into a parallel region costs
   :data:`OMP_REGION_S`.  Per-thread traffic uses one thread's share of the
   parallel loop.
 * ``efficiency`` by the code the schedule gets (``V``: SIMD lanes; ``v``:
@@ -139,23 +142,29 @@ Calibration
 ``python benchmarks/bench_model.py --calibrate`` times (one thread, best of
 9 calls, matmul 512^3 and conv2d 1x56x56x64 -> 64, 3x3) one schedule per kind
 of code and prints its measured fraction of one core's peak next to the
-model's; the constants were set from those runs on the development machine
-(2-core Sapphire Rapids VM under KVM, 166 GFLOP/s fp32 per core at the
-nominal 2.6 GHz, gcc 12.2 -O3 -march=native -fopenmp):
+model's; the constants were set from those runs and from the one-thread
+benchmark tables on the development machine (2-core Sapphire Rapids VM
+under KVM, 166 GFLOP/s fp32 per core at the nominal 2.6 GHz, gcc 12.2 -O3
+-march=native -fopenmp, parallel bodies outlined into restrict functions):
 
-* register kernels 0.6 (4x16) .. 0.95 (8x32) of peak (turbo puts the best
-  above the nominal peak): ``KERNEL_EFF = 0.9`` with 2 load ports and a
-  4-cycle FMA latency (the x86 figures since Haswell/Zen);
-* matmul ikj (512-long vector loop) 0.15, conv's co loops of 64 0.14..0.19,
-  loops of 16 floats 0.05..0.09: ``EFF_VECTOR = 0.15``,
-  ``VECTOR_STARTUP = 2``, ``VECTOR_CHAINS = 10`` (store-to-load forwarding
-  plus FMA latency ~10 cycles);
+* register kernels 0.45 (4x16, latency-bound) .. 0.75 (8x32, 14x32) of
+  peak on matmul, up to 1.0 on conv (6x64; turbo lifts the clock above the
+  nominal one): ``KERNEL_EFF = 0.9`` with 2 load ports and a 4-cycle FMA
+  latency (the x86 figures since Haswell/Zen);
+* vectorised plain loops: conv's co loops of 64 floats 0.34, matmul's j
+  loops of 32 0.2..0.3, loops of 16 floats (two 8-float vectors) 0.09..0.14,
+  matmul ikj (a j loop of 512, L1-bound on its loads and stores) 0.18:
+  ``EFF_VECTOR = 0.4``, ``VECTOR_STARTUP = 3``, ``VECTOR_CHAINS = 8``
+  (store-to-load forwarding plus the FMA latency, ~10 cycles);
 * conv in program order (ci innermost, a reduction gcc cannot interchange):
-  1.0 GFLOP/s, 0.006 of peak: ``EFF_REDUCTION = 0.2``;
+  1.5 GFLOP/s, 0.009 of peak: ``EFF_REDUCTION = 0.3``;
 * libgomp's fork/join: a few microseconds (``OMP_REGION_S``).
 
+The compiler's choices move these numbers (the outlining of parallel bodies
+doubled the plain loops' rates), so recalibrate after code generation changes.
+
 Ranking quality is measured by ``benchmarks/bench_model.py`` (Spearman's
-rank correlation of predicted and measured times over ~38 schedules each
+rank correlation of predicted and measured times over ~48 schedules each
 of matmul and conv2d).
 """
 from __future__ import annotations
@@ -187,12 +196,12 @@ FIT = 0.75
 #: Register micro-kernel: fraction of the port-model rate reached (loop overhead, C loads/stores).
 KERNEL_EFF = 0.9
 #: gcc-vectorised innermost loop: fraction of peak (loads and stores of every operand each iteration).
-EFF_VECTOR = 0.15
+EFF_VECTOR = 0.4
 #: Vectors' worth of time a vectorised loop loses per execution (set-up, remainder checks):
 #: a loop of T vectors runs at T / (T + VECTOR_STARTUP) of EFF_VECTOR.
-VECTOR_STARTUP = 2.0
+VECTOR_STARTUP = 3.0
 #: Innermost reduction loop: fraction of one scalar FMA pipe used by the dependent chain.
-EFF_REDUCTION = 0.2
+EFF_REDUCTION = 0.3
 #: Scalar (strided, unvectorised) innermost loop: fraction of one scalar FMA pipe.
 EFF_SCALAR = 0.5
 #: Cycles of an FMA's latency (Skylake..Sapphire Rapids, Zen 3/4: 4).
@@ -203,7 +212,7 @@ LOAD_PORTS = 2.0
 OMP_REGION_S = 3e-6
 #: Independent vector accumulations a plain vectorised loop needs per step of its
 #: reduction loop to hide the store-to-load forwarding + FMA latency.
-VECTOR_CHAINS = 10.0
+VECTOR_CHAINS = 8.0
 #: Widest vector gcc's auto-vectoriser uses (-mprefer-vector-width=256 on AVX-512 parts).
 PLAIN_VECTOR_BYTES = 32
 #: Page size: a cache whose sets span at most a page (sets * line <= page, the
@@ -639,8 +648,10 @@ def _evaluate_one(nest: _Nest, hw, levels) -> tuple:
     if nest.parallel is not None and trips[nest.parallel] > 1.0 + 1e-9:
         p = nest.parallel
         T = trips[p]
-        threads = min(cores, math.ceil(T - 1e-9))
-        per_thread = math.ceil(math.ceil(T - 1e-9) / threads)
+        n = math.ceil(T - 1e-9)  # iterations, the last one possibly partial
+        threads = min(cores, n)
+        # The busiest thread's chunk: ⌈n / threads⌉ iterations, all full unless it is the only chunk.
+        per_thread = min(math.ceil(n / threads), T)
         speedup = T / per_thread
         regions = math.prod(trips[:p])
         # One thread's nest: its share of loop p; footprints outside p shrink for the arrays that depend on p.
@@ -682,7 +693,7 @@ def _evaluate_one(nest: _Nest, hw, levels) -> tuple:
             if nest.regtile is not None and L >= 2:
                 d = L - 2  # the accumulator block stays in registers across the reduction loops
             else:
-                d = _innermost_nontrivial(trips, max(L - 1, 0))
+                d = L  # one instance; what the innermost loop does not change is hoisted
             moved = 0.0
             for a, fa in fp_el[d].items():
                 e_a = max((e for e in range(d) if _depends(fp_el, a, e)), default=-1)
@@ -727,13 +738,6 @@ def _evaluate_one(nest: _Nest, hw, levels) -> tuple:
                      f"{1e3 * total / bw:.3g} ms")
     worst = max(level_time.values(), default=0.0)
     return max(compute, worst), compute, traffic, level_time, threads, notes
-
-
-def _innermost_nontrivial(trips: Sequence[float], d: int) -> int:
-    """``d`` moved outward past loops with one iteration (isl emits no loop for them)."""
-    while 0 < d < len(trips) and trips[d] <= 1.0 + 1e-9:
-        d -= 1
-    return d
 
 
 def _share(fp: Sequence[Mapping[str, int]], p: int, share: float) -> List[Dict[str, int]]:
@@ -884,8 +888,12 @@ def predict_config(s, cfg, hw) -> Prediction:
         plain = [(1 - f_j, kind, float(rem_j), cfg.mr * rem_j / vec),
                  (f_j * (1 - f_i), kind, float(cfg.nr), rem_i * cfg.nr / vec)]
     else:
+        # The j loop runs nr iterations in full column blocks and the leftover of each nc-tile
+        # in the last one.
         regtile, full = None, 0.0
-        plain = [(1.0, kind, float(nr), _chains(trips, fp_el, info.written, item, vec))]
+        f_j, rem_j = _regtile_fraction(E[cfg.j], nc, nr), _leftover(nc, nr)
+        chains = _chains(trips, fp_el, info.written, item, vec)
+        plain = [(f_j, kind, float(nr), chains), (1 - f_j, kind, float(rem_j), chains * rem_j / nr)]
     nest = _Nest(st.name, names, trips, fp_el, fp_ln, info.written,
                  float(info.ops * info.count), dtype, par, regtile, full, plain, sets=sets, itemsize=item)
     return _evaluate([nest], hw)

@@ -266,7 +266,7 @@ def test_regtile_predicts_faster(mm, hw):
 def test_untiled_orders(mm, hw):
     ikj = cost.predict(mm.reorder("C", ["i", "k", "j"]), hw)  # j innermost: vectorised
     best = cost.predict(autotile.apply(mm, cfg(mm)), hw)
-    assert best.time_s < ikj.time_s / 3
+    assert best.time_s < ikj.time_s / 2
     # k innermost is a reduction, but gcc interchanges it with the unit-stride j around it.
     ijk = cost.predict(mm, hw)
     assert any("interchanges k and j" in n for n in ijk.notes)
