@@ -105,21 +105,30 @@ def _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid):
 
 def compile_cuda(source_or_program, shapes: Sequence[Sequence[int]], dtypes: Sequence[Any], *,
                  hardware: Any = "nvidia-h100", emulate: bool = False, threads: Optional[int] = None,
-                 max_grid=None, reverse: bool = True) -> CudaKernel:
+                 max_grid=None, reverse: bool = True, shared: bool = False) -> CudaKernel:
     """Map, generate and build one specialisation; return a callable :class:`CudaKernel`.
 
     ``emulate`` builds the CPU emulation (plain C through the normal C
     compiler); otherwise ``nvcc -O3 -arch=<arch> -Xcompiler -fPIC -shared``.
     ``threads`` (block size aimed for) and ``max_grid`` (blocks per axis,
-    forcing grid-stride loops) tune the mapping.
+    forcing grid-stride loops) tune the mapping; ``shared`` stages the inputs
+    of reduction kernels through shared memory where
+    :func:`polytile.codegen.cuda.shared_plan` applies.
     """
     bound, scop, sched, limits, mappings = _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid)
-    return _build(bound, scop, sched, limits, mappings, emulate, reverse)
+    return _build(bound, scop, sched, limits, mappings, emulate, reverse, _shared_kw(hardware, shared))
+
+
+def _shared_kw(hardware, shared: bool):
+    if not shared:
+        return {}
+    desc = pipeline.load_hardware(hardware) if isinstance(hardware, str) else hardware
+    return {"shared": True, "shared_bytes": int(desc.shared_memory_per_block_bytes)}
 
 
 def compile_scop_cuda(scop: Scop, *, hardware: Any = "nvidia-h100", emulate: bool = False,
                       threads: Optional[int] = None, max_grid=None, reverse: bool = True,
-                      mappings: Optional[Sequence[GpuMapping]] = None) -> CudaKernel:
+                      mappings: Optional[Sequence[GpuMapping]] = None, shared: bool = False) -> CudaKernel:
     """Like :func:`compile_cuda` for any Scop (isl text, the C frontend); run it with ``run_named``.
 
     ``mappings`` replaces the computed mapping (tests use it to show that the
@@ -128,16 +137,16 @@ def compile_scop_cuda(scop: Scop, *, hardware: Any = "nvidia-h100", emulate: boo
     sched = gpu_schedule(scop)
     limits = gpu_limits(hardware, threads=threads, max_grid=max_grid)
     maps = tuple(mappings) if mappings is not None else map_schedule(sched, limits)
-    return _build(None, scop, sched, limits, maps, emulate, reverse)
+    return _build(None, scop, sched, limits, maps, emulate, reverse, _shared_kw(hardware, shared))
 
 
-def _build(bound, scop, sched, limits, mappings, emulate, reverse) -> CudaKernel:
+def _build(bound, scop, sched, limits, mappings, emulate, reverse, shared_kw) -> CudaKernel:
     if emulate:
-        src = cuda_codegen.generate_emulated(scop, sched, mappings, reverse=reverse)
+        src = cuda_codegen.generate_emulated(scop, sched, mappings, reverse=reverse, **shared_kw)
         path = runtime.build(src.text, flags=get_config().cflags, name_hint=f"{scop.name}_emu")
         has = None
     else:
-        src = cuda_codegen.generate(scop, sched, mappings)
+        src = cuda_codegen.generate(scop, sched, mappings, **shared_kw)
         path = runtime.build(src.text, lang="cuda", flags=cuda_codegen.nvcc_flags(limits.arch), name_hint=scop.name)
         has = runtime.load(path).function(f"{src.entry}_has_device", 0)
     fn = runtime.load(path).function(src.entry, len(src.params))
@@ -146,17 +155,19 @@ def _build(bound, scop, sched, limits, mappings, emulate, reverse) -> CudaKernel
 
 
 def cuda_source(source_or_program, shapes, dtypes, *, hardware: Any = "nvidia-h100", emulate: bool = False,
-                threads: Optional[int] = None, max_grid=None) -> Tuple[KernelSource, Tuple[GpuMapping, ...]]:
+                threads: Optional[int] = None, max_grid=None,
+                shared: bool = False) -> Tuple[KernelSource, Tuple[GpuMapping, ...]]:
     """The generated CUDA (or emulation C) source and the mappings, without building."""
     _, scop, sched, _, mappings = _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid)
     gen = cuda_codegen.generate_emulated if emulate else cuda_codegen.generate
-    return gen(scop, sched, mappings), mappings
+    return gen(scop, sched, mappings, **_shared_kw(hardware, shared)), mappings
 
 
 def compile_ptx(source_or_program, shapes, dtypes, *, hardware: Any = "nvidia-h100",
-                threads: Optional[int] = None, max_grid=None) -> str:
+                threads: Optional[int] = None, max_grid=None, shared: bool = False) -> str:
     """PTX text of the CUDA kernels (``nvcc -ptx -arch=<arch>``)."""
-    src, _ = cuda_source(source_or_program, shapes, dtypes, hardware=hardware, threads=threads, max_grid=max_grid)
+    src, _ = cuda_source(source_or_program, shapes, dtypes, hardware=hardware, threads=threads, max_grid=max_grid,
+                         shared=shared)
     arch = gpu_limits(hardware).arch
     path = runtime.build(src.text, lang="cuda", flags=cuda_codegen.nvcc_flags(arch, ptx=True),
                          name_hint=f"{src.entry}_ptx")

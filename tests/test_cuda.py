@@ -141,16 +141,17 @@ def test_sequential_nest_is_one_thread():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", ["default", "tiny"])
+@pytest.mark.parametrize("variant", ["default", "tiny", "shared"])
 @pytest.mark.parametrize("path,n", CASES, ids=[f"{p.stem}-{n}" for p, n in CASES])
 def test_emulation_matches_oracle(path, n, variant):
     prog, case, shapes = _case(path, n)
     rng = np.random.default_rng(1000 + n)
     arrays = make_inputs(prog, case, rng)
-    kw = {} if variant == "default" else dict(threads=64, max_grid=2)
+    kw = {"default": {}, "tiny": dict(threads=64, max_grid=2),
+          "shared": dict(threads=64, max_grid=2, shared=True)}[variant]
     k = compile_cuda(prog, shapes, [a.dtype for a in arrays], emulate=True, **kw)
     _check(path, prog, k(*arrays), arrays)
-    if variant == "tiny":  # partial blocks on some axis, grid-stride where there is more than 2 blocks
+    if variant != "default":  # partial blocks on some axis, grid-stride where there is more than 2 blocks
         for m in k.mappings:
             for a in m.axes:
                 assert a.grid <= 2 and a.block <= 64
@@ -168,7 +169,7 @@ NVCC_SUBSET = ["matmul", "conv2d", "softmax", "triu", "dot", "masked_max"]
 def test_nvcc_builds(name):
     path = f"examples/{name}.tile"
     prog, case, shapes = _case(path, len(example_cases(path)) - 1)
-    k = compile_cuda(prog, shapes, ["float32"] * len(shapes), max_grid=3)
+    k = compile_cuda(prog, shapes, ["float32"] * len(shapes), max_grid=3, shared=name in ("matmul", "dot"))
     assert k.library_path.is_file() and k.source.lang == "cuda"
     assert k.source.text.count("__global__") == len(k.mappings)
     assert f'extern "C" int {k.source.entry}_device(' in k.source.text
@@ -179,6 +180,37 @@ def test_nvcc_builds(name):
 def test_ptx():
     ptx = compile_ptx("examples/matmul.tile", [(64, 32), (32, 48)], ["float32"] * 2)
     assert ".target sm_90" in ptx and ".entry pt_matmul_k1(" in ptx
+
+
+@pytest.mark.parametrize("name,promoted", [("matmul", ["A", "B"]), ("batched_matmul", ["X", "Y"]),
+                                           ("matvec", ["X"]), ("gemm", ["A", "B"]), ("min_plus", ["A", "B"])])
+def test_shared_plans(name, promoted):
+    from polytile.cuda_target import _specialize
+
+    path = f"examples/{name}.tile"
+    prog, case, shapes = _case(path, 0)
+    _, scop, sched, _, maps = _specialize(prog, shapes, ["float32"] * len(shapes), "nvidia-h100", None, None)
+    plans = [cuda_codegen.shared_plan(scop, sched, m)[0] for m in maps]
+    got = sorted(t.array for p in plans if p is not None for t in p.tiles)
+    assert got == sorted(promoted)
+    assert all(p.nbytes <= 48 * 1024 for p in plans if p is not None)
+
+
+def test_shared_matmul_emulation_partial_tiles():
+    """70 = 32 + 32 + 6 reduction steps, rows and columns not multiples of the block, grid-stride on y."""
+    A = np.random.default_rng(0).integers(-4, 5, (40, 70)).astype(np.float64)
+    B = np.random.default_rng(1).integers(-4, 5, (70, 33)).astype(np.float64)
+    k = compile_cuda("examples/matmul.tile", [A.shape, B.shape], ["float64"] * 2, emulate=True, threads=64,
+                     max_grid=2, shared=True)
+    assert "shared memory" in k.source.text and "pt_s1[32][32]" in k.source.text
+    np.testing.assert_array_equal(k(A, B), A @ B)
+
+
+@needs_nvcc
+def test_shared_ptx():
+    ptx = compile_ptx("examples/matmul.tile", [(256, 256), (256, 256)], ["float32"] * 2, shared=True)
+    body = ptx[ptx.index(".entry pt_matmul_k1("):]
+    assert ".shared" in body and "bar.sync" in body
 
 
 @needs_nvcc
@@ -194,7 +226,8 @@ def test_ptx_keeps_the_accumulator_in_a_register():
 
 @needs_nvcc
 def test_nvcc_builds_every_example_in_one_unit():
-    """Every example at every size, each in its own namespace, compiled by one nvcc run for sm_90."""
+    """Every example at every size (float32; float64 with shared memory at the first size), each in its
+    own namespace, compiled by one nvcc run for sm_90."""
     parts = [cuda_codegen.cuda_prelude()]
     count = 0
     for path, n in CASES:
@@ -205,7 +238,9 @@ def test_nvcc_builds_every_example_in_one_unit():
             from polytile.cuda_target import _specialize
 
             _, scop, sched, _, maps = _specialize(prog, shapes, [dt] * len(shapes), "nvidia-h100", None, None)
-            src = cuda_codegen.generate(scop, sched, maps, entry=f"pt_ex{count}", prelude=False)
+            # float64 also with shared-memory staging where it applies
+            src = cuda_codegen.generate(scop, sched, maps, entry=f"pt_ex{count}", prelude=False,
+                                        shared=dt == "float64")
             parts.append(f"namespace pt_ns{count} {{\n{src.text}\n}}\n")
             count += 1
     text = "\n".join(parts)
