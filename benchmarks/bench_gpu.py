@@ -2,6 +2,7 @@
 
     python benchmarks/bench_gpu.py                       # SGEMM 4096^3, conv2d 8x66x66x64 * 3x3x64x128
     python benchmarks/bench_gpu.py --sizes 2048 4096 --hardware nvidia-h200
+    python benchmarks/bench_gpu.py --no-shared          # only the plain mapping (no shared-memory variant)
 
 Prints the GPU mapping of each workload (grid, block, sequential loops; no
 GPU needed for that).  Without a CUDA device it then says so and exits 0.
@@ -75,15 +76,20 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", type=int, nargs="+", default=[4096], help="M = N = K of each SGEMM")
     p.add_argument("--hardware", default="nvidia-h100", help="GPU descriptor (preset name or file)")
     p.add_argument("--repeat", type=int, default=_common.MIN_REPEAT)
+    p.add_argument("--no-shared", action="store_true", help="skip the shared-memory variant")
     args = p.parse_args(argv)
     desc = hardware.load(args.hardware)
     peak = float(desc.peak_tflops.get("fp32", 0.0))
     wl = workloads(args)
+    variants = [False] if args.no_shared else [False, True]
     for name, size, path, shapes, _ in wl:
-        _, maps = cuda_source(path, shapes, ["float32"] * len(shapes), hardware=desc)
+        src, maps = cuda_source(path, shapes, ["float32"] * len(shapes), hardware=desc, shared=True)
         print(f"== {name} {size}: mapping for {desc.name}")
         for m in maps:
             print("   " + m.describe().replace("\n", "\n   "))
+        for line in src.text.splitlines():
+            if "shared memory (" in line:
+                print("   with --shared:" + line.split("*", 1)[1])
     reason = no_device_reason()
     if reason is not None:
         print(f"\n{reason}: nothing measured (the mappings above are what would run).")
@@ -94,10 +100,12 @@ def main(argv=None) -> int:
         cp = None
     rows = []
     rng = np.random.default_rng(0)
-    for name, size, path, shapes, flops in wl:
+    for (name, size, path, shapes, flops), shared in [(w, v) for w in wl for v in variants]:
         host = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-        k = compile_cuda(path, shapes, ["float32"] * len(shapes), hardware=desc)
-        row = {"workload": name, "size": size, "flops": flops, "mapping": [m.describe() for m in k.mappings]}
+        k = compile_cuda(path, shapes, ["float32"] * len(shapes), hardware=desc, shared=shared)
+        name = name + (" (shared)" if shared else "")
+        row = {"workload": name, "size": size, "flops": flops, "shared": shared,
+               "mapping": [m.describe() for m in k.mappings]}
         if cp is not None:
             dev_in = [cp.asarray(a) for a in host]
             bufs = {p.name: a for p, a in zip([q for q in k.source.params if q.kind == "input"], dev_in)}
@@ -124,7 +132,7 @@ def main(argv=None) -> int:
         row["fraction_of_peak"] = row["tflops"] / peak if peak else None
         rows.append(row)
         extra = f", {row['ratio']:.2f}x of cuBLAS" if "ratio" in row else ""
-        print(f"{name:8} {size:28} {t * 1e3:9.2f} ms  {row['tflops']:7.2f} TFLOP/s "
+        print(f"{name:17} {size:28} {t * 1e3:9.2f} ms  {row['tflops']:7.2f} TFLOP/s "
               f"({100 * (row['fraction_of_peak'] or 0):.1f}% of fp32 peak{extra})")
     out = _common.RESULTS / "gpu.json"
     out.parent.mkdir(parents=True, exist_ok=True)
