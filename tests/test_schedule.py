@@ -287,6 +287,37 @@ def test_unfused_keeps_the_intermediate(rng):
     assert "C" in c_params("matmul_bias_relu", s, MBR, rng)
 
 
+@pytest.mark.parametrize("dims", ["M=1,K=5,N=7", "M=6,K=1,N=7", "M=6,K=5,N=1"])
+def test_fuse_with_a_size_one_dimension(dims, rng):
+    # The same fusion at a size where one loop has a single iteration.
+    s = sched("matmul_bias_relu", dims)
+    s = S.fuse(S.fuse(s, "S0", "Z0", 2, before=True), "S0", "E1", 2)
+    assert set(S.contracted_bytes(s)) == {"C"}
+    run_checked(s, "matmul_bias_relu", dims, rng)
+
+
+def test_steps_on_one_statement_leave_the_others_alone_with_size_one_dims():
+    # With M = 1 the three nests of matmul -> bias -> relu are still three
+    # nests: splitting the fill's loop must not split the matmul's or relu's.
+    for dims in ("M=4,K=3,N=5", "M=1,K=3,N=5"):
+        s = sched("matmul_bias_relu", dims)
+        t = S.split(s, "Z0", "o1", 2)
+        assert t.loop_names("S0") == s.loop_names("S0") == ["i", "j", "k"], dims
+        assert t.loop_names("E1") == s.loop_names("E1"), dims
+        assert len([ln for ln in t.describe().splitlines() if ln.startswith("for ")]) == 3, dims
+
+
+@pytest.mark.parametrize("M", [3, 1])
+def test_replay_keeps_the_meaning_of_steps(M, rng):
+    # Steps made at M = 3 (split relu's column loop, interchange the matmul's
+    # j and k) replayed at M = 1.
+    s3 = sched("matmul_bias_relu", "M=3,K=4,N=5")
+    steps = S.interchange(S.split(s3, "Y", "i1", 2), "C", "j", "k").steps
+    k = polytile.compile(path_of("matmul_bias_relu"), schedule=steps)
+    ins = ints_for("matmul_bias_relu", f"M={M},K=4,N=5", rng)
+    assert_same(k(*ins), polytile.reference(path_of("matmul_bias_relu"), *ins))
+
+
 def test_distribute_undoes_fusion(rng):
     f = fused_mbr()
     d = S.distribute(f, "E1", 0)
