@@ -110,9 +110,14 @@ def from_flat(scop: Scop, deps: Dependences, flat: isl.UnionMap, base: Step, *,
         # A dimension is a sequence position only if it is constant everywhere and no
         # statement runs an iterator there (a loop of one iteration is still a loop,
         # so steps naming it replay on shapes where it has size 1).
-        const = all(_dim_constant(maps[k], d) is not None for k in names)
+        consts = {k: _dim_constant(maps[k], d) for k in names}
+        const = all(v is not None for v in consts.values())
         loop = True
-        if const:
+        if const and len(set(consts.values())) > 1:
+            # Different constants order the statements: a sequence position, whatever
+            # one-iteration loops happen to share those values.
+            loop = False
+        elif const:
             loop = False
             for k in names:
                 hit = _iterator_name(maps[k], d, iters[k], matched[k])
