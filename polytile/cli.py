@@ -627,7 +627,37 @@ def _schedule_yaml(schedule) -> str:
         return str(schedule)
 
 
+def _show_c(args) -> int:
+    """`polytile show FILE.c`: each region's parameters, arrays, domains, accesses and dependences."""
+    from . import deps as deps_mod
+    from .frontends.c import extract, show
+
+    params: Dict[str, int] = {}
+    for d in args.dims or ():
+        params.update(d)
+    regions = extract(args.file, params=params or None, skip_nonaffine=True)
+    if not regions:
+        print(f"// {args.file}: no #pragma scop region")
+        return 0
+    for k, cs in enumerate(regions):
+        if k:
+            print()
+        print(show(cs))
+        if cs.skipped or cs.scop is None:
+            continue
+        dep = deps_mod.compute(cs.scop)
+        order = [st.name for st in cs.scop.statements]
+        print("  dependences:")
+        for title, attr, _meaning in DEP_RELATIONS:
+            print(f"    {title}:")
+            for line in _relation_lines(getattr(dep, attr), order) or ["(none)"]:
+                print(f"      {line}")
+    return 0
+
+
 def cmd_show(args) -> int:
+    if str(args.file).endswith(".c"):
+        return _show_c(args)
     target = resolve(args, need_sizes=False)
     print(f"// {target.path}")
     print(str(target.program).rstrip())
@@ -1027,6 +1057,55 @@ def cmd_hw(args) -> int:
     return 0
 
 
+_OPT_EPILOG = """\
+examples:
+  polytile opt tests/c_kernels/jacobi-2d.c -o jacobi-2d.opt.c
+  polytile opt gemm.c -o gemm.opt.c --no-tile --fusion max
+  polytile opt heat.c -o heat.opt.c --param N=200 --param TSTEPS=50
+  polytile opt mixed.c -o out.c --skip-nonaffine
+
+Every #pragma scop region is scheduled with isl's scheduler (or the original
+order if it fails), its outermost band tiled (sizes from --hardware), the
+outermost parallel loop marked (a wavefront over the tile loops when none is
+parallel), unit-stride innermost loops marked simd; every step is checked
+against the dependences.  Bytes outside the regions are left unchanged.
+Compile the output with -fopenmp.
+"""
+
+
+def _param(text: str) -> Tuple[str, int]:
+    name, sep, value = text.partition("=")
+    try:
+        if not sep or not name.strip():
+            raise ValueError
+        return name.strip(), int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=INT, got {text!r}") from None
+
+
+def cmd_opt(args) -> int:
+    from . import copt
+
+    params = dict(args.param or ()) or None
+    out, results = copt.optimize_regions(
+        args.file, tile=args.tile, parallel=args.parallel, fusion=args.fusion, hardware=args.hardware,
+        params=params, schedule=args.schedule, skip_nonaffine=args.skip_nonaffine,
+        assume_no_alias=args.assume_no_alias)
+    for r in results:
+        where = f"{args.file}:{r.cscop.lines[0]}-{r.cscop.lines[1]} ({r.cscop.function})"
+        if r.text is None:
+            _note(f"{where}: left as it is ({'; '.join(r.notes) or 'not modelled'})")
+        elif getattr(args, "verbose", 0):
+            for n in r.notes:
+                _note(f"{where}: {n}")
+    if args.output:
+        Path(args.output).write_bytes(out)
+    else:
+        sys.stdout.buffer.write(out) if hasattr(sys.stdout, "buffer") else sys.stdout.write(out.decode())
+        sys.stdout.flush()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, formatter_class=_Formatter, epilog=_MAIN_EPILOG,
@@ -1075,8 +1154,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the program, and with sizes its Scop, dependences and schedule tree",
                         description="Print a Tile program as polytile reads it.  Given sizes (--dims or the "
                                     "file's `// dims:` line), also print the polyhedral model: iteration "
-                                    "domains and access maps, the dependences, and the schedule tree.")
-    p.add_argument("file", metavar="FILE.tile", help="the Tile program")
+                                    "domains and access maps, the dependences, and the schedule tree.  A C file "
+                                    "(.c) shows each #pragma scop region: domains, accesses and dependences "
+                                    "(--dims fixes its parameters).")
+    p.add_argument("file", metavar="FILE.tile|FILE.c", help="the Tile program, or a C file with #pragma scop regions")
     _shape_options(p)
     _common(p, sub=True)
     p.set_defaults(handler=cmd_show)
@@ -1133,6 +1214,31 @@ def build_parser() -> argparse.ArgumentParser:
     _shape_options(p)
     _common(p, sub=True)
     p.set_defaults(handler=cmd_compare)
+
+    p = subs.add_parser("opt", formatter_class=_Formatter, epilog=_OPT_EPILOG,
+                        help="optimise the #pragma scop regions of a C file (tile, parallelise, vectorise)",
+                        description="Source-to-source optimisation of a C file, like Pluto's polycc: each "
+                                    "#pragma scop region is rescheduled (isl's scheduler), tiled, marked "
+                                    "parallel and simd, and written back into the file.")
+    p.add_argument("file", metavar="FILE.c", help="the C file")
+    p.add_argument("-o", "--output", metavar="OUT.c", help="write the optimised file here instead of stdout")
+    p.add_argument("--tile", action=argparse.BooleanOptionalAction, default=True,
+                   help="tile the outermost band of each loop nest (default: on)")
+    p.add_argument("--parallel", action=argparse.BooleanOptionalAction, default=True,
+                   help="mark OpenMP parallel and simd loops, with wavefronts for tiled stencils (default: on)")
+    p.add_argument("--hardware", default="host", metavar="NAME|FILE",
+                   help="hardware descriptor for tile sizes (default: host)")
+    p.add_argument("--fusion", choices=FUSION, default="smart", help="isl scheduler fusion choice (default: smart)")
+    p.add_argument("--schedule", metavar="SCHED.json",
+                   help="replay these steps (a saved schedule or a JSON list of steps) on every region instead")
+    p.add_argument("--param", type=_param, action="append", metavar="NAME=INT",
+                   help="fix a parameter (function argument or macro) to a value; repeatable")
+    p.add_argument("--skip-nonaffine", action="store_true",
+                   help="leave regions the frontend cannot model untouched instead of failing")
+    p.add_argument("--assume-no-alias", action="store_true",
+                   help="assume pointer parameters do not overlap (as with restrict)")
+    _common(p, sub=True)
+    p.set_defaults(handler=cmd_opt)
 
     from . import tune as tune_mod
 

@@ -50,7 +50,9 @@ EXEMPT = frozenset({"polytile", "polytile.pipeline", "polytile.cli", "polytile._
                     # Measurement drivers: they compile and run through the pipeline.
                     "polytile.tune", "polytile.compare",
                     # The CUDA target (mapping + CUDA/emulation codegen + nvcc build).
-                    "polytile.cuda_target"})
+                    "polytile.cuda_target",
+                    # Source-to-source C optimisation: frontends.c, deps, schedule and codegen.
+                    "polytile.copt"})
 
 #: API facades: ``polytile.reference(...)`` and ``polytile.schedule(...)`` are
 #: documented calls whose module is also a stage; each module's ``__call__``
