@@ -39,6 +39,7 @@ from .codegen.c import generate_region
 from .errors import IllegalSchedule, PolytileError, ScheduleError
 from .frontends.c import CScop, extract, splice
 from .schedule import FUSION, PARALLEL, SIMD, Schedule, Step, apply_step, auto_parallel, automatic, initial
+from .schedule import reorder as reorder_step
 from .schedule import skew as skew_step
 from .schedule import tile as tile_step
 from .schedule import vectorize as vectorize_step
@@ -250,10 +251,35 @@ def tile_bands(s: Schedule, l2_bytes: int, notes: List[str], cap: Optional[int] 
             tile_loops = [new.table[rep].names[p + 2 * k] for k in range(depth)]
             notes.append(f"tiled {rep} loops {', '.join(band)} by "
                          f"{', '.join(f'{l}={sizes[l]}' for l in band)}")
-            s = new
+            s = _intra_tile(new, rep, band, notes)
             tiled.append((group, rep, tile_loops))
             done = True
     return s, tiled
+
+
+def _intra_tile(s: Schedule, rep: str, band: Sequence[str], notes: List[str]) -> Schedule:
+    """Inside the tiles, move a unit-stride loop that carries no dependence innermost (it can then be
+    vectorised), as Pluto's intra-tile reordering does; kept only where the reordering is legal."""
+    members = s.group(rep, s.loop_dim(rep, band[0]))
+    def good(loop: str) -> bool:
+        d = s.loop_dim(rep, loop)
+        users = [g for g in members if s.table[g].names[d] == loop]
+        if not users or not all(_unit_stride(s, g, loop) for g in users):
+            return False
+        return not _carried_any(s, s.group(rep, d), d)
+    if len(band) < 2 or good(band[-1]):
+        return s
+    for loop in reversed(band[:-1]):
+        if not good(loop):
+            continue
+        order = [l for l in band if l != loop] + [loop]
+        try:
+            out = reorder_step(s, rep, order)
+        except _REFUSED:
+            continue
+        notes.append(f"point loops of {rep} reordered to {', '.join(order)} (unit stride innermost)")
+        return out
+    return s
 
 
 def _tile_loop_name(s: Schedule, rep: str, point: str) -> str:
