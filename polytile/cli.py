@@ -685,6 +685,15 @@ def cmd_show(args) -> int:
         print()
     print("== schedule tree (isl)")
     print(_schedule_yaml(spec.schedule))
+    tgt = getattr(args, "target", "openmp")
+    if tgt in ("cuda", "cuda-emulate"):
+        from . import cuda_target, pipeline
+
+        hw = getattr(args, "hardware", None) or "nvidia-h100"
+        print()
+        print(f"== GPU mapping ({hw}: grid, block, loops per thread)")
+        kernel = cuda_target.compile_cuda(target.program, target.shapes, target.dtypes, hardware=hw, emulate=True)
+        print(kernel.describe())
     return 0
 
 
@@ -1122,7 +1131,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "concrete sizes and dtypes.")
     p.add_argument("file", metavar="FILE.tile", help="the Tile program")
     p.add_argument("-o", "--output", metavar="OUT.c", help="write the C here instead of stdout")
-    p.add_argument("--target", default="openmp", help="code generation target (default: openmp)")
+    p.add_argument("--target", default="openmp", choices=("openmp", "cuda", "cuda-emulate"),
+                   help="code generation target: OpenMP C (default), CUDA (nvcc), or CUDA emulated on the CPU")
     p.add_argument("--build", action="store_true",
                    help="also compile the C into a shared library (cached) and print its path")
     _shape_options(p)
@@ -1137,7 +1147,8 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the time per call and GFLOP/s.  With --check, compare the outputs "
                                     "with the reference interpreter.")
     p.add_argument("file", metavar="FILE.tile", help="the Tile program")
-    p.add_argument("--target", default="openmp", help="code generation target (default: openmp)")
+    p.add_argument("--target", default="openmp", choices=("openmp", "cuda", "cuda-emulate"),
+                   help="code generation target: OpenMP C (default), CUDA (nvcc), or CUDA emulated on the CPU")
     p.add_argument("--check", action="store_true", help="compare with the reference interpreter; exit 1 on FAIL")
     p.add_argument("--repeat", type=_positive_int, default=10, metavar="N", help="timed runs (default: 10)")
     p.add_argument("--warmup", type=_count, default=2, metavar="N", help="untimed runs first (default: 2)")
@@ -1158,6 +1169,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "(.c) shows each #pragma scop region: domains, accesses and dependences "
                                     "(--dims fixes its parameters).")
     p.add_argument("file", metavar="FILE.tile|FILE.c", help="the Tile program, or a C file with #pragma scop regions")
+    p.add_argument("--target", default="openmp", choices=("openmp", "cuda", "cuda-emulate"),
+                   help="with cuda/cuda-emulate also print the GPU mapping (grid, block, sequential loops)")
+    p.add_argument("--hardware", default=None, metavar="NAME|FILE", help="GPU descriptor for the mapping "
+                   "(default: nvidia-h100)")
     _shape_options(p)
     _common(p, sub=True)
     p.set_defaults(handler=cmd_show)

@@ -33,7 +33,8 @@ from .schedule import Schedule, Step
 from .codegen.c import KernelSource, generate as generate_c
 from . import runtime
 
-TARGETS = ("openmp",)
+TARGETS = ("openmp", "cuda", "cuda-emulate")
+GPU_TARGETS = ("cuda", "cuda-emulate")
 
 SourceLike = Union[str, os.PathLike, ir.Program]
 
@@ -299,12 +300,39 @@ class Kernel:
         skey = repr(key)
         spec = self._cache.get(skey)
         if spec is None:
-            spec = specialize(self.program, shapes, dtypes, self.options, build=build)
+            if self.options.target in GPU_TARGETS:
+                spec = self._gpu(shapes, dtypes).spec
+            else:
+                spec = specialize(self.program, shapes, dtypes, self.options, build=build)
             self._cache[skey] = spec
         return spec
 
+    def _gpu(self, shapes, dtypes):
+        """The CUDA (or emulated) kernel for a signature; GPU mapping and launch live in cuda_target."""
+        from . import cuda_target
+
+        key = ("gpu", tuple(tuple(s) for s in shapes), tuple(np.dtype(d).name for d in dtypes))
+        k = self._cache.get(repr(key))
+        if k is None:
+            hw = self.options.hardware
+            if hw is None or hw == "host" or getattr(load_hardware(hw), "kind", "cpu") != "gpu":
+                hw = "nvidia-h100"  # the host is a CPU: map for the default GPU descriptor
+            k = cuda_target.compile_cuda(self.program, shapes, dtypes, hardware=hw,
+                                         emulate=self.options.target == "cuda-emulate")
+            self._cache[repr(key)] = k
+        return k
+
+    def describe_mapping(self, *args, **named) -> str:
+        """Grid/block mapping of every GPU kernel for these inputs (CUDA targets)."""
+        if self.options.target not in GPU_TARGETS:
+            raise PolytileError(f"no GPU mapping for target {self.options.target!r}")
+        arrays = self._arrays(args, named)
+        return self._gpu([a.shape for a in arrays], [a.dtype for a in arrays]).describe()
+
     def __call__(self, *args, **named):
         arrays = self._arrays(args, named)
+        if self.options.target in GPU_TARGETS:
+            return self._gpu([a.shape for a in arrays], [a.dtype for a in arrays])(*arrays)
         spec = self.specialize_shapes([a.shape for a in arrays], [a.dtype for a in arrays])
         return run_specialization(spec, arrays)
 
