@@ -1131,8 +1131,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "concrete sizes and dtypes.")
     p.add_argument("file", metavar="FILE.tile", help="the Tile program")
     p.add_argument("-o", "--output", metavar="OUT.c", help="write the C here instead of stdout")
-    p.add_argument("--target", default="openmp", choices=("openmp", "cuda", "cuda-emulate"),
-                   help="code generation target: OpenMP C (default), CUDA (nvcc), or CUDA emulated on the CPU")
+    p.add_argument("--target", default="openmp",
+                   help="code generation target: openmp (C, the default), cuda (nvcc), or cuda-emulate "
+                        "(the CUDA mapping run on the CPU)")
     p.add_argument("--build", action="store_true",
                    help="also compile the C into a shared library (cached) and print its path")
     _shape_options(p)
@@ -1147,8 +1148,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the time per call and GFLOP/s.  With --check, compare the outputs "
                                     "with the reference interpreter.")
     p.add_argument("file", metavar="FILE.tile", help="the Tile program")
-    p.add_argument("--target", default="openmp", choices=("openmp", "cuda", "cuda-emulate"),
-                   help="code generation target: OpenMP C (default), CUDA (nvcc), or CUDA emulated on the CPU")
+    p.add_argument("--target", default="openmp",
+                   help="code generation target: openmp (C, the default), cuda (nvcc), or cuda-emulate "
+                        "(the CUDA mapping run on the CPU)")
     p.add_argument("--check", action="store_true", help="compare with the reference interpreter; exit 1 on FAIL")
     p.add_argument("--repeat", type=_positive_int, default=10, metavar="N", help="timed runs (default: 10)")
     p.add_argument("--warmup", type=_count, default=2, metavar="N", help="untimed runs first (default: 2)")
