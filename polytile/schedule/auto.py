@@ -31,7 +31,10 @@ FUSION = ("none", "smart", "max")
 
 _OPTIONS = {
     "none": {"schedule_serialize_sccs": 1, "schedule_whole_component": 1, "schedule_maximize_band_depth": 0},
-    "smart": {"schedule_serialize_sccs": 0, "schedule_whole_component": 1, "schedule_maximize_band_depth": 0},
+    # treat_coalescing off: with it, isl's scheduler never returns on some small
+    # producer/consumer pairs (upsample2x at H=1, found by the schedule tests).
+    "smart": {"schedule_serialize_sccs": 0, "schedule_whole_component": 1, "schedule_maximize_band_depth": 0,
+              "schedule_treat_coalescing": 0},
     "max": {"schedule_serialize_sccs": 0, "schedule_whole_component": 0, "schedule_maximize_band_depth": 1},
 }
 
