@@ -22,7 +22,10 @@ interpreter by ``polytile.compare.compare``, and timed: ``--warmup`` untimed
 calls, then the median of ``--repeat`` timed calls.  The timed calls go in
 rounds (one call of every candidate per round) rather than one candidate's
 calls in a burst, so a spell of load from other processes on a shared machine
-lands on one sample of many candidates instead of every sample of one.  The
+lands on one sample of many candidates instead of every sample of one; and
+before each round the script waits (``--pressure``, ``--max-wait``) until
+other processes leave the CPUs alone (Linux CPU pressure, 10-second
+average), recording what it found in the JSON.  The
 score is Spearman's rank correlation between predicted and measured (median)
 times, printed with the table and written with everything else (provenance,
 steps, predictions, raw times) to ``benchmarks/results/model.json`` (with
@@ -43,7 +46,7 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import _common
 
@@ -147,7 +150,7 @@ def run_program(name: str, args, hw) -> Tuple[Dict[str, Any], bool]:
                      repeat=1, warmup=0, seed=args.seed, progress=_common.progress(args.quiet),
                      extra_provenance={"benchmark": f"model: {name}", **_common.run_info()})
     rows = list(zip(items, result.rows))
-    timed_in_rounds(path, dims, rows, args)
+    waits = timed_in_rounds(path, dims, rows, args)
     measured = [(it, r) for it, r in rows if r.times]
     rho = cost.spearman([it["pred"].time_s for it, _ in measured], [r.median for _, r in measured])
     rho_min = cost.spearman([it["pred"].time_s for it, _ in measured], [r.min for _, r in measured])
@@ -170,13 +173,41 @@ def run_program(name: str, args, hw) -> Tuple[Dict[str, Any], bool]:
         "spearman_predict_median": rho, "spearman_predict_min": rho_min, "spearman_config_median": rho_cfg,
         "predict_config_ms_per_config": cfg_ms, "predict_ms_per_schedule": pred_ms,
         "schedules": [_row_json(it, r) for it, r in rows],
+        "rounds": waits,
         "compare": result.provenance,
     }
     return section, result.ok
 
 
-def timed_in_rounds(path, dims: str, rows, args) -> None:
-    """Replace each checked row's times by ``args.repeat`` calls timed in rounds, after ``args.warmup`` rounds."""
+def cpu_pressure() -> Optional[float]:
+    """Share of the last 10 s in which some runnable task waited for a CPU (Linux PSI), in percent."""
+    try:
+        with open("/proc/pressure/cpu", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("some"):
+                    return float(line.split("avg10=")[1].split()[0])
+    except (OSError, IndexError, ValueError):
+        pass
+    return None
+
+
+def wait_for_quiet(threshold: float, max_wait: float) -> Dict[str, Any]:
+    """Sleep (2 s at a time, at most ``max_wait`` s) until other processes leave the CPUs alone."""
+    t0 = time.monotonic()
+    first = p = cpu_pressure()
+    while p is not None and p > threshold and time.monotonic() - t0 < max_wait:
+        time.sleep(2.0)
+        p = cpu_pressure()
+    return {"pressure_before": first, "pressure_after": p, "waited_s": round(time.monotonic() - t0, 1)}
+
+
+def timed_in_rounds(path, dims: str, rows, args) -> List[Dict[str, Any]]:
+    """Replace each checked row's times by ``args.repeat`` calls timed in rounds, after ``args.warmup`` rounds.
+
+    Before each round the script waits (up to ``args.max_wait`` s) until the CPU
+    pressure from other processes is at most ``args.pressure``; what it found
+    and how long it waited is returned per round (it goes on regardless).
+    """
     from polytile import pipeline
     from polytile.compare import random_inputs
 
@@ -191,14 +222,21 @@ def timed_in_rounds(path, dims: str, rows, args) -> None:
             continue
         spec = pipeline.compile(prog, schedule=it["schedule"]).specialize_shapes(shapes, dtypes)
         calls.append((r, lambda spec=spec: pipeline.run_specialization(spec, arrays)))
-    _common.progress(args.quiet)(f"timing {len(calls)} kernels: {args.warmup} warm-up and {args.repeat} timed rounds")
+    say = _common.progress(args.quiet)
+    say(f"timing {len(calls)} kernels: {args.warmup} warm-up and {args.repeat} timed rounds")
+    waits = []
     for k in range(args.warmup + args.repeat):
+        w = wait_for_quiet(args.pressure, args.max_wait)
+        waits.append(w)
+        if w["waited_s"] >= 1:
+            say(f"round {k}: waited {w['waited_s']} s for CPU pressure {w['pressure_before']} -> {w['pressure_after']}")
         for r, call in calls:
             t0 = time.perf_counter()
             call()
             dt = time.perf_counter() - t0
             if k >= args.warmup:
                 r.times.append(dt)
+    return waits
 
 
 def _pred_json(p) -> Dict[str, Any]:
@@ -301,6 +339,10 @@ def main(argv=None) -> int:
     p.add_argument("--only", choices=tuple(PROGRAMS), help="run one of the programs")
     p.add_argument("--count", type=int, default=28, help="autotile configurations sampled per program")
     p.add_argument("--calibrate", action="store_true", help="one thread: measured rates behind the model's constants")
+    p.add_argument("--pressure", type=float, default=5.0,
+                   help="before each timing round, wait while other processes keep the CPU pressure "
+                        "(/proc/pressure/cpu some avg10, percent) above this")
+    p.add_argument("--max-wait", type=float, default=120.0, help="longest wait before a round, seconds")
     args = p.parse_args(argv)
     if args.calibrate:
         # libgomp reads this when the first kernel is loaded, which has not happened yet.

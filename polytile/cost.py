@@ -1006,6 +1006,12 @@ def _stmt_nest(s, name: str, hw) -> Optional[_Nest]:
                     par = d_in if par == d_out else d_out
     regtile, full = None, 0.0
     plain = [(1.0, kind, inner, chains)]
+    if loops and kind == "vector" and it_in is not None and inner >= 1:
+        # A tiled innermost loop runs its full width in all but the last block of each
+        # enclosing tile, which gets the leftover (nr = 48 in a tile of 64: 48, then 16).
+        f, rem = _block_split(info, st, tiles, it_in, int(round(inner)))
+        if f < 1.0:
+            plain = [(f, kind, inner, chains), (1 - f, kind, float(rem), chains * rem / inner)]
     reg = next(((nm, marks[(nm, "regtile")]) for nm in names if (nm, "regtile") in marks), None)
     parsed = _parse_regtile(reg[1]) if reg is not None else None
     if parsed is not None:
