@@ -141,25 +141,7 @@ def _arrays_of(s: Schedule, stmts: Sequence[str]) -> Dict[str, Tuple[int, int]]:
 
 def _groups(s: Schedule) -> List[Tuple[List[str], int]]:
     """Statement groups at their outermost shared loop: ``(statements, dim)`` (as auto_parallel visits them)."""
-    found: List[Tuple[List[str], int]] = []
-
-    def visit(group: List[str], dim: int) -> None:
-        while dim < s.n_dims:
-            vals = {g: s.constant(g, dim) for g in group}
-            if all(v is not None for v in vals.values()):
-                distinct = sorted(set(vals.values()))
-                if len(distinct) > 1:
-                    for v in distinct:
-                        visit([g for g in group if vals[g] == v], dim + 1)
-                    return
-                dim += 1
-                continue
-            found.append((group, dim))
-            return
-
-    if s.stmts:
-        visit([n for n, _ in s.stmts], 0)
-    return found
+    return s.nests()
 
 
 def _band(s: Schedule, group: List[str], dim: int) -> Tuple[str, List[str]]:

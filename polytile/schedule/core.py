@@ -194,6 +194,35 @@ class Schedule:
                 out.append(name)
         return out
 
+    def nests(self, *, loopless: bool = False) -> List[Tuple[List[str], int]]:
+        """Top-level loop nests in program order: ``(statements, dim of their first loop)``.
+
+        Statements are split by the constant (β) dimensions until a dimension
+        that is a loop for one of them.  With ``loopless``, a group that has no
+        loop at all is listed too, with ``n_dims`` as its "first loop".
+        """
+        out: List[Tuple[List[str], int]] = []
+
+        def visit(group: List[str], dim: int) -> None:
+            while dim < self.n_dims:
+                vals = {g: self.constant(g, dim) for g in group}
+                if all(v is not None for v in vals.values()):
+                    distinct = sorted(set(vals.values()))
+                    if len(distinct) > 1:
+                        for v in distinct:
+                            visit([g for g in group if vals[g] == v], dim + 1)
+                        return
+                    dim += 1
+                    continue
+                out.append((group, dim))
+                return
+            if loopless:
+                out.append((group, self.n_dims))
+
+        if self.stmts:
+            visit([n for n, _ in self.stmts], 0)
+        return out
+
     # -- legality -------------------------------------------------------------
     def violations(self, deps: Optional[isl.UnionMap] = None) -> isl.UnionMap:
         """Dependence pairs this schedule runs in the wrong order (empty when legal)."""

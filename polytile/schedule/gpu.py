@@ -203,29 +203,10 @@ def describe(mappings: Sequence[GpuMapping]) -> str:
 def kernel_groups(s: Schedule) -> List[Tuple[List[str], int]]:
     """Top-level loop nests in program order: (statements, first loop dimension).
 
-    The statements are split by the constant (β) dimensions until the first
-    dimension that is a loop for some statement; a nest of statements with no
-    loop at all gets the dimension count as its "first loop".
+    A nest of statements with no loop at all gets the dimension count as its
+    "first loop" (see :meth:`Schedule.nests`).
     """
-    out: List[Tuple[List[str], int]] = []
-
-    def visit(group: List[str], dim: int) -> None:
-        while dim < s.n_dims:
-            vals = {g: s.constant(g, dim) for g in group}
-            if all(v is not None for v in vals.values()):
-                distinct = sorted(set(vals.values()))
-                if len(distinct) > 1:
-                    for v in distinct:
-                        visit([g for g in group if vals[g] == v], dim + 1)
-                    return
-                dim += 1
-                continue
-            out.append((group, dim))
-            return
-        out.append((group, s.n_dims))
-
-    visit([n for n, _ in s.stmts], 0)
-    return out
+    return s.nests(loopless=True)
 
 
 def parallel_band(s: Schedule, group: Sequence[str], first: int) -> Tuple[List[int], List[int]]:
