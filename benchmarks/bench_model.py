@@ -179,16 +179,25 @@ def run_program(name: str, args, hw) -> Tuple[Dict[str, Any], bool]:
     return section, result.ok
 
 
-def cpu_pressure() -> Optional[float]:
-    """Share of the last 10 s in which some runnable task waited for a CPU (Linux PSI), in percent."""
+def _psi_some(field: str) -> Optional[float]:
     try:
         with open("/proc/pressure/cpu", encoding="ascii") as f:
             for line in f:
                 if line.startswith("some"):
-                    return float(line.split("avg10=")[1].split()[0])
+                    return float(line.split(f"{field}=")[1].split()[0])
     except (OSError, IndexError, ValueError):
         pass
     return None
+
+
+def cpu_pressure() -> Optional[float]:
+    """Share of the last 10 s in which some runnable task waited for a CPU (Linux PSI), in percent."""
+    return _psi_some("avg10")
+
+
+def cpu_stall_us() -> Optional[float]:
+    """Microseconds (since boot) during which some runnable task waited for a CPU (Linux PSI)."""
+    return _psi_some("total")
 
 
 def wait_for_quiet(threshold: float, max_wait: float) -> Dict[str, Any]:
@@ -205,8 +214,11 @@ def timed_in_rounds(path, dims: str, rows, args) -> List[Dict[str, Any]]:
     """Replace each checked row's times by ``args.repeat`` calls timed in rounds, after ``args.warmup`` rounds.
 
     Before each round the script waits (up to ``args.max_wait`` s) until the CPU
-    pressure from other processes is at most ``args.pressure``; what it found
-    and how long it waited is returned per round (it goes on regardless).
+    pressure from other processes is at most ``args.pressure``; a round during
+    which tasks waited for a CPU more than ``args.pressure`` percent of the
+    time (another process took a core the kernels were using) is measured
+    again, up to ``args.repeat`` extra rounds.  Per round: the wait, the stall
+    share, and whether it was kept.
     """
     from polytile import pipeline
     from polytile.compare import random_inputs
@@ -224,19 +236,34 @@ def timed_in_rounds(path, dims: str, rows, args) -> List[Dict[str, Any]]:
         calls.append((r, lambda spec=spec: pipeline.run_specialization(spec, arrays)))
     say = _common.progress(args.quiet)
     say(f"timing {len(calls)} kernels: {args.warmup} warm-up and {args.repeat} timed rounds")
-    waits = []
-    for k in range(args.warmup + args.repeat):
+    rounds: List[Dict[str, Any]] = []
+    kept = redone = 0
+    while kept < args.warmup + args.repeat:
         w = wait_for_quiet(args.pressure, args.max_wait)
-        waits.append(w)
         if w["waited_s"] >= 1:
-            say(f"round {k}: waited {w['waited_s']} s for CPU pressure {w['pressure_before']} -> {w['pressure_after']}")
+            say(f"round {len(rounds)}: waited {w['waited_s']} s for CPU pressure "
+                f"{w['pressure_before']} -> {w['pressure_after']}")
+        stall0, wall0 = cpu_stall_us(), time.perf_counter()
+        times = []
         for r, call in calls:
             t0 = time.perf_counter()
             call()
-            dt = time.perf_counter() - t0
-            if k >= args.warmup:
+            times.append(time.perf_counter() - t0)
+        wall = time.perf_counter() - wall0
+        stall1 = cpu_stall_us()
+        share = None if stall0 is None or stall1 is None else 100 * (stall1 - stall0) / 1e6 / wall
+        keep = share is None or share <= args.pressure or redone >= args.repeat
+        w.update(stall_percent=None if share is None else round(share, 2), kept=keep, warmup=kept < args.warmup)
+        rounds.append(w)
+        if not keep:
+            redone += 1
+            say(f"round {len(rounds) - 1}: tasks waited for a CPU {share:.1f}% of the round; measuring it again")
+            continue
+        if kept >= args.warmup:
+            for (r, _), dt in zip(calls, times):
                 r.times.append(dt)
-    return waits
+        kept += 1
+    return rounds
 
 
 def _pred_json(p) -> Dict[str, Any]:
