@@ -327,21 +327,73 @@ def test_emulation_catches_an_illegal_mapping():
     assert not np.array_equal(got["A"], want["A"])
 
 
-def test_time_loop_nest_runs_in_one_thread():
-    """jacobi-1d with a shared time loop: the outermost loop carries dependences -> one thread, still exact."""
-    from polytile.cuda_target import compile_scop_cuda
+def _jacobi1d(T=4, N=20):
     from polytile.poly.from_isl import scop_from_isl
 
-    T, N = 4, 20
-    scop = scop_from_isl("jacobi1d", [
+    return scop_from_isl("jacobi1d", [
         {"domain": f"{{ S[t, i] : 0 <= t < {T} and 1 <= i < {N - 1} }}", "write": "{ S[t, i] -> B[i] }",
          "reads": ["{ S[t, i] -> A[i - 1] }", "{ S[t, i] -> A[i] }", "{ S[t, i] -> A[i + 1] }"]},
         {"domain": f"{{ U[t, i] : 0 <= t < {T} and 1 <= i < {N - 1} }}", "write": "{ U[t, i] -> A[i] }",
          "reads": ["{ U[t, i] -> B[i] }"]},
     ], {"A": ((N,), "float64"), "B": ((N,), "float64")}, schedule="{ S[t, i] -> [t, 0, i]; U[t, i] -> [t, 1, i] }")
-    k = compile_scop_cuda(scop, emulate=True)
-    (m,) = k.mappings
-    assert m.axes == () and "one thread" in m.describe()
+
+
+@pytest.mark.parametrize("kw", [{}, dict(threads=4, max_grid=2)])
+def test_time_loop_launches_per_iteration(kw):
+    """jacobi-1d with a shared time loop: t carries the dependences, so the host runs it and launches
+    one kernel per sweep (S, then U) per t, each mapping i onto threads; exact against the Scop's execution."""
+    from polytile.cuda_target import compile_scop_cuda
+
+    scop = _jacobi1d()
+    k = compile_scop_cuda(scop, emulate=True, **kw)
+    s_map, u_map = k.mappings
+    for m, name in ((s_map, "S"), (u_map, "U")):
+        assert m.statements == (name,) and [lp.name for a in m.axes for lp in a.loops] == ["i"]
+        assert [(h.name, h.lo, h.hi) for h in m.host] == [("t", 0, 3)]
+        assert "launched for each t in [0, 3]" in m.describe()
+    assert s_map.host == u_map.host  # one host loop around both launches, not two loops
+    assert k.source.text.count("for (long pt_h") == 1
     got, want = _run(k, scop, np.random.default_rng(5))
     for name in ("A", "B"):
         np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_host_loop_order_matters():
+    """Running the host loop's sweeps as one kernel each over all t (no host loop) would be wrong:
+    the emulation of that mapping differs from the Scop's execution."""
+    from polytile.cuda_target import compile_scop_cuda
+    from polytile.schedule.gpu import GpuMapping
+
+    scop = _jacobi1d()
+    good = compile_scop_cuda(scop, emulate=True).mappings
+    bad = [GpuMapping(m.index, m.statements, m.axes, m.sequential) for m in good]  # host loops dropped
+    k = compile_scop_cuda(scop, emulate=True, mappings=bad)
+    got, want = _run(k, scop, np.random.default_rng(5))
+    assert not np.array_equal(got["A"], want["A"])
+
+
+@needs_nvcc
+def test_host_loop_cuda_source_builds():
+    from polytile.cuda_target import compile_scop_cuda
+
+    k = compile_scop_cuda(_jacobi1d(T=3, N=40))
+    text = k.source.text
+    assert "for (long pt_h1 = 0; pt_h1 <= 2; pt_h1++) {" in text
+    assert re.search(r"pt_jacobi1d_k0<<<.*>>>\(A, B, pt_h1\);", text)
+    assert k.library_path.is_file()
+
+
+def test_prefix_sum_inside_a_time_loop_stays_one_thread():
+    """Nothing inside the carried loop is parallel: one one-thread kernel, no host loop."""
+    from polytile.cuda_target import compile_scop_cuda
+    from polytile.poly.from_isl import scop_from_isl
+
+    scop = scop_from_isl("scan2", [
+        {"domain": "{ S[t, i] : 0 <= t < 3 and 1 <= i < 9 }", "write": "{ S[t, i] -> A[i] }",
+         "reads": ["{ S[t, i] -> A[i - 1] }", "{ S[t, i] -> A[i] }"]},
+    ], {"A": ((9,), "float64")})
+    k = compile_scop_cuda(scop, emulate=True)
+    (m,) = k.mappings
+    assert m.axes == () and m.host == () and "one thread" in m.describe()
+    got, want = _run(k, scop, np.random.default_rng(2))
+    np.testing.assert_array_equal(got["A"], want["A"])

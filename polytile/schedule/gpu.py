@@ -30,15 +30,29 @@ grid limit (``2**31 - 1`` on ``x``, ``65535`` on ``y``/``z``, or a smaller
 ``max_grid`` for testing) launches fewer blocks that walk the rest with a
 grid-stride loop.
 
-A nest without a dependence-free outermost loop (a scalar statement, a
-prefix sum) becomes a one-thread kernel.  The result is data
-(:class:`GpuMapping`, one per kernel) that the CUDA code generator and the
-CPU emulation both consume.
+A nest whose outermost loop carries a dependence (a time loop around
+stencil sweeps, a sequence of dependent statements inside one loop) is split
+at that loop: the loop becomes a *host loop* (:class:`HostLoop`) and every
+sub-nest inside it is mapped like a top-level nest and launched once per
+iteration, its value passed to the kernel -- kernel boundaries are the
+grid-wide barriers the carried dependence needs.  Only when nothing inside
+such a loop has a dependence-free band (a prefix sum) does the nest become a
+one-thread kernel.  The result is data (:class:`GpuMapping`, one per kernel,
+in launch order) that the CUDA code generator and the CPU emulation both
+consume.
+
+Shared-memory promotion (:func:`promotion_plan`) is also decided here, so the
+cost model (``polytile.gpucost``) and the code generator see the same plan:
+the reduction loops of a one-statement kernel run in *steps* (a box of
+reduction iterations), and every input read whose footprint over one block
+and one step is smaller than the reads it serves is copied into a
+``__shared__`` tile first.  Footprints are isl images of the parametric
+block-and-step box, so tile sizes and base offsets hold for every block.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import islpy as isl
 
@@ -144,6 +158,12 @@ class GpuMapping:
     axes: Tuple[GridAxis, ...]
     sequential: Tuple[str, ...] = ()
     reasons: Tuple[str, ...] = field(default=(), compare=False)
+    host: Tuple["HostLoop", ...] = ()
+    shared: Optional["SharedPlan"] = None
+
+    def with_shared(self, plan: Optional["SharedPlan"]) -> "GpuMapping":
+        """The same mapping with ``plan`` (or no promotion)."""
+        return replace(self, shared=plan)
 
     @property
     def name(self) -> str:
@@ -181,6 +201,10 @@ class GpuMapping:
                          f"({a.grid} blocks{stride})")
         if self.sequential:
             lines.append(f"  sequential in each thread: {', '.join(self.sequential)}")
+        for h in self.host:
+            lines.append(f"  launched for each {h.name} in [{h.lo}, {h.hi}] (host loop: {h.name} carries a dependence)")
+        if self.shared is not None:
+            lines.append("  " + self.shared.describe())
         for r in self.reasons:
             lines.append(f"  note: {r}")
         return "\n".join(lines)
@@ -301,15 +325,18 @@ def _block_sizes(extents: Sequence[int], lim: GpuLimits) -> List[int]:
     return sizes
 
 
-def map_group(s: Schedule, group: Sequence[str], first: int, lim: GpuLimits, index: int) -> GpuMapping:
-    """The :class:`GpuMapping` of one top-level nest."""
+def map_group(s: Schedule, group: Sequence[str], first: int, lim: GpuLimits, index: int,
+              host: Sequence["HostLoop"] = ()) -> GpuMapping:
+    """The :class:`GpuMapping` of one nest starting at loop dimension ``first`` (inside ``host`` loops)."""
     group = tuple(group)
+    host = tuple(host)
     band, seq = parallel_band(s, group, first)
     reasons: List[str] = []
     if not band:
         if first < s.n_dims:
-            reasons.append("the outermost loop carries a dependence: the nest runs in one thread")
-        return GpuMapping(index, group, (), tuple(seq), tuple(reasons))
+            reasons.append("the outermost loop carries a dependence and nothing inside it is parallel: "
+                           "the nest runs in one thread")
+        return GpuMapping(index, group, (), tuple(seq), tuple(reasons), host)
     loops = {}
     for d in band:
         lo, hi = _dim_box(s, group, d)
@@ -340,15 +367,416 @@ def map_group(s: Schedule, group: Sequence[str], first: int, lim: GpuLimits, ind
         axes.append(GridAxis(AXES[k], tuple(loops[d] for d in ds), b, nblocks, grid))
     if any(a.strided for a in axes):
         reasons.append("grid-stride loop: more blocks than the grid limit")
-    return GpuMapping(index, group, tuple(axes), tuple(seq), tuple(r for r in reasons if r))
+    return GpuMapping(index, group, tuple(axes), tuple(seq), tuple(r for r in reasons if r), host)
+
+
+@dataclass(frozen=True)
+class HostLoop:
+    """A loop carrying a dependence that the host runs, launching the kernels inside it per iteration.
+
+    ``nest`` identifies the top-level nest (two nests' loops over the same
+    dimension stay separate loops); the kernel receives the value as
+    ``pt_h<dim>``.
+    """
+
+    nest: int
+    dim: int
+    name: str
+    lo: int
+    hi: int
+
+    @property
+    def param(self) -> str:
+        return f"pt_h{self.dim}"
+
+
+@dataclass(frozen=True)
+class KernelSlot:
+    """One kernel to map: its statements, the dimension of its first loop, the host loops around it."""
+
+    statements: Tuple[str, ...]
+    first: int
+    host: Tuple[HostLoop, ...] = ()
+
+
+def _subnests(s: Schedule, group: Sequence[str], dim: int) -> List[Tuple[List[str], int]]:
+    """Nests of ``group`` from ``dim`` on, split at β dimensions (as :meth:`Schedule.nests`)."""
+    out: List[Tuple[List[str], int]] = []
+
+    def visit(g: List[str], d: int) -> None:
+        while d < s.n_dims:
+            vals = {x: s.constant(x, d) for x in g}
+            if all(v is not None for v in vals.values()):
+                distinct = sorted(set(vals.values()))
+                if len(distinct) > 1:
+                    for v in distinct:
+                        visit([x for x in g if vals[x] == v], d + 1)
+                    return
+                d += 1
+                continue
+            out.append((g, d))
+            return
+        out.append((g, s.n_dims))
+
+    visit(list(group), dim)
+    return out
+
+
+def kernel_slots(s: Schedule) -> List[KernelSlot]:
+    """The kernels of ``s`` in launch order, with host loops where an outermost loop carries a dependence.
+
+    A nest whose outermost loop has no dependence-free band is split at that
+    loop: the loop goes to the host and the sub-nests inside it are slots of
+    their own (recursively), unless none of them has a parallel band -- then
+    the whole nest stays one (one-thread) kernel.
+
+    >>> # jacobi-1d, S[t, i] -> [t, 0, i]; U[t, i] -> [t, 1, i]:
+    >>> # [KernelSlot(('S',), 3, (HostLoop(0, 1, 't', 0, T-1),)), KernelSlot(('U',), 3, (...same...))]
+    """
+    slots: List[KernelSlot] = []
+
+    def split(group: Sequence[str], first: int, host: Tuple[HostLoop, ...], nest: int) -> List[KernelSlot]:
+        if first >= s.n_dims or parallel_band(s, group, first)[0]:
+            return [KernelSlot(tuple(group), first, host)]
+        lo, hi = _dim_box(s, group, first)
+        names = sorted({s.table[g].names[first] for g in group if s.table[g].names[first]})
+        loop = HostLoop(nest, first, "/".join(names), lo, hi)
+        inner = [x for g2, f2 in _subnests(s, group, first + 1) for x in split(g2, f2, host + (loop,), nest)]
+        if not any(x.first < s.n_dims and parallel_band(s, x.statements, x.first)[0] for x in inner):
+            return [KernelSlot(tuple(group), first, host)]
+        return inner
+
+    for nest, (group, first) in enumerate(kernel_groups(s)):
+        slots.extend(split(group, first, (), nest))
+    return slots
+
+
+def launch_tree(mappings: Sequence[GpuMapping]) -> List[Any]:
+    """Kernels nested in their host loops, in launch order.
+
+    Items are ``("kernel", mapping)`` or ``("host", HostLoop, items)``;
+    consecutive kernels inside the same host loop share one loop.
+
+    >>> # [("kernel", k0), ("host", HostLoop(.., "t", 0, 9), [("kernel", k1), ("kernel", k2)])]
+    """
+    def build(ms: Sequence[GpuMapping], depth: int) -> List[Any]:
+        out: List[Any] = []
+        k = 0
+        while k < len(ms):
+            m = ms[k]
+            if len(m.host) <= depth:
+                out.append(("kernel", m))
+                k += 1
+                continue
+            h = m.host[depth]
+            j = k
+            while j < len(ms) and len(ms[j].host) > depth and ms[j].host[depth] == h:
+                j += 1
+            out.append(("host", h, build(ms[k:j], depth + 1)))
+            k = j
+        return out
+
+    return build(list(mappings), 0)
+
+
+def map_slot(s: Schedule, slot: KernelSlot, limits: GpuLimits, index: int) -> GpuMapping:
+    """The :class:`GpuMapping` of one :class:`KernelSlot`."""
+    return map_group(s, slot.statements, slot.first, limits, index, slot.host)
 
 
 def map_schedule(s: Schedule, limits: Optional[GpuLimits] = None) -> Tuple[GpuMapping, ...]:
-    """One :class:`GpuMapping` per top-level loop nest of ``s``, in program order.
+    """One :class:`GpuMapping` per kernel of ``s`` (:func:`kernel_slots`), in launch order.
 
     ``s`` must run every dependence in order (checked); its marks are
     ignored -- the mapping finds its own dependence-free band.
+
+    >>> # maps = map_schedule(sched, GpuLimits(threads=256)); print(describe(maps))
     """
     s.with_(marks=frozenset()).check("GPU mapping")
     lim = limits or GpuLimits()
-    return tuple(map_group(s, g, first, lim, k) for k, (g, first) in enumerate(kernel_groups(s)))
+    return tuple(map_slot(s, slot, lim, k) for k, slot in enumerate(kernel_slots(s)))
+
+
+# ---------------------------------------------------------------------------
+# Shared-memory promotion
+# ---------------------------------------------------------------------------
+
+
+class OutOfResources(ScheduleError):
+    """A mapping choice needs more of a GPU resource than the descriptor allows.
+
+    >>> # OutOfResources("bytes of shared memory per block", 264192, 232448, "kernel1 (S0)")
+    >>> # -> "out of resources: kernel1 (S0) needs 264192 bytes of shared memory per block; the limit is 232448"
+    """
+
+    def __init__(self, resource: str, needed: int, limit: int, what: str = ""):
+        self.resource, self.needed, self.limit = resource, int(needed), int(limit)
+        who = f"{what} " if what else ""
+        super().__init__(f"out of resources: {who}needs {int(needed)} {resource}; the limit is {int(limit)}")
+
+
+#: An affine expression over the block's parameters: ((name, coefficient), ...), constant.
+Affine = Tuple[Tuple[Tuple[str, int], ...], int]
+
+
+@dataclass(frozen=True)
+class SharedTile:
+    """One promoted read ``array[index]``, served from ``__shared__ name[sizes]``.
+
+    ``base`` is, per array dimension, the affine expression (in the block
+    parameters ``pt_p_<iterator>`` and step starts ``pt_r_<iterator>``) of the
+    tile's first cell: the global cell is ``base + tile cell``.
+    """
+
+    name: str
+    array: str
+    index: Tuple[B.Node, ...]
+    sizes: Tuple[int, ...]
+    base: Tuple[Affine, ...]
+    dtype: str
+
+    @property
+    def cells(self) -> int:
+        n = 1
+        for v in self.sizes:
+            n *= v
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.cells * _itemsize(self.dtype)
+
+
+def _itemsize(dtype: str) -> int:
+    import numpy as np
+
+    return int(np.dtype(dtype).itemsize)
+
+
+@dataclass(frozen=True)
+class SharedPlan:
+    """How one reduction kernel stages inputs through shared memory.
+
+    ``steps`` are the statement's reduction loops in schedule order as
+    ``(iterator, lo, hi, step)``: the block runs them in steps (a box of
+    ``step`` iterations each), loads every tile for the step, synchronises and
+    computes.  Steps are *order-preserving* (loops before the tiled one step by
+    1, loops after it are whole), so each thread sums in exactly the
+    unpromoted order and both variants give bitwise the same results.
+    ``mapped`` gives ``(iterator, extent per block)`` of the block's box
+    (block size on the iterator's axis; 1 for iterators fixed per block).
+    """
+
+    stmt: str
+    steps: Tuple[Tuple[str, int, int, int], ...]
+    mapped: Tuple[Tuple[str, int], ...]
+    tiles: Tuple[SharedTile, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tiles)
+
+    @property
+    def n_steps(self) -> int:
+        n = 1
+        for _, lo, hi, st in self.steps:
+            n *= -(-(hi - lo + 1) // st)
+        return n
+
+    @property
+    def step_iterations(self) -> int:
+        n = 1
+        for _, lo, hi, st in self.steps:
+            n *= min(st, hi - lo + 1)
+        return n
+
+    @property
+    def k(self) -> str:
+        """The tiled reduction loop (the innermost one stepped by more than 1, else the innermost)."""
+        tiled = [v for v, lo, hi, st in self.steps if st > 1]
+        return tiled[0] if tiled else self.steps[-1][0]
+
+    @property
+    def tk(self) -> int:
+        return dict((v, st) for v, _, _, st in self.steps)[self.k]
+
+    def describe(self) -> str:
+        tiles = ", ".join(f"{t.array}[{']['.join(map(str, t.sizes))}] ({t.nbytes} B)" for t in self.tiles)
+        steps = ", ".join(f"{v} by {st}" for v, _, _, st in self.steps)
+        return f"shared memory {self.nbytes} bytes/block: {tiles}; reduction in steps of {steps}"
+
+
+def reduction_extents(scop, s: Schedule, m: GpuMapping) -> Optional[List[Tuple[str, int, int]]]:
+    """``(iterator, lo, hi)`` of the kernel's reduction loops in schedule order, or None if not promotable."""
+    if len(m.statements) != 1 or not m.axes or m.host:
+        return None
+    st = scop.statement(m.statements[0])
+    if st.body.reduce is None or st.c_text is not None:
+        return None
+    ss = s.table[st.name]
+    loops = ss.loops()
+    if any(n not in st.iters for _, n in loops):
+        return None
+    # Each loop must run its iterator forward (t_d = v): the step loops walk iterators in that order.
+    cons = " and ".join(f"t{d} = {n}" for d, n in loops)
+    ident = isl.Map(f"{{ {st.name}[{', '.join(st.iters)}] -> [{', '.join(f't{d}' for d in range(s.n_dims))}]"
+                    f"{' : ' + cons if cons else ''} }}")
+    if not ss.map.intersect_domain(st.domain).is_subset(ident):
+        return None
+    mapped = {lp.name for a in m.axes for lp in a.loops}
+    out = []
+    for d, n in loops:
+        if n in mapped:
+            continue
+        if n not in m.sequential:
+            continue
+        lo, hi = _iter_bounds(st, n)
+        out.append((n, lo, hi))
+    return out or None
+
+
+def _iter_bounds(st, v: str) -> Tuple[int, int]:
+    j = st.iters.index(v)
+    n = len(st.iters)
+    proj = st.domain.project_out(isl.dim_type.set, j + 1, n - j - 1).project_out(isl.dim_type.set, 0, j)
+    lo = proj.lexmin().sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
+    hi = proj.lexmax().sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
+    return int(lo), int(hi)
+
+
+def step_candidates(extents: Sequence[Tuple[str, int, int]], sizes: Sequence[int] = (8, 16, 32, 64)) -> List[Dict[str, int]]:
+    """Order-preserving reduction steps: loops before a split level step by 1, after it whole.
+
+    >>> step_candidates([("ky", 0, 2), ("kx", 0, 2), ("ci", 0, 63)], sizes=(16,))
+    [{'ky': 3, 'kx': 3, 'ci': 64}, {'ky': 1, 'kx': 3, 'ci': 64}, {'ky': 1, 'kx': 1, 'ci': 16}, {'ky': 1, 'kx': 1, 'ci': 64}]
+    """
+    out: List[Dict[str, int]] = []
+    for p, (v, lo, hi) in enumerate(extents):
+        ext = hi - lo + 1
+        for t in sorted({x for x in sizes if x < ext} | {ext}):
+            steps = {}
+            for q, (w, l2, h2) in enumerate(extents):
+                steps[w] = 1 if q < p else (t if q == p else h2 - l2 + 1)
+            if steps not in out:
+                out.append(steps)
+    return out
+
+
+def default_steps(extents: Sequence[Tuple[str, int, int]], m: GpuMapping) -> Dict[str, int]:
+    """The innermost reduction loop in steps of the block's x size, the others one at a time."""
+    v, lo, hi = extents[-1]
+    steps = {w: 1 for w, _, _ in extents}
+    steps[v] = max(1, min(m.axes[0].block, hi - lo + 1))
+    return steps
+
+
+def _affine_of(pw: "isl.PwAff") -> Optional[Affine]:
+    pieces = pw.get_pieces()
+    if len(pieces) != 1:
+        return None
+    _, aff = pieces[0]
+    if aff.dim(isl.dim_type.div):
+        return None
+    coeffs = []
+    for k in range(aff.dim(isl.dim_type.param)):
+        c = aff.get_coefficient_val(isl.dim_type.param, k)
+        if not c.is_int():
+            return None
+        if c.to_python():
+            coeffs.append((aff.get_dim_name(isl.dim_type.param, k), int(c.to_python())))
+    c0 = aff.get_constant_val()
+    if not c0.is_int():
+        return None
+    return tuple(coeffs), int(c0.to_python())
+
+
+def promotion_plan(scop, s: Schedule, m: GpuMapping, steps: Optional[Dict[str, int]] = None, *,
+                   shared_bytes: Optional[int] = None, arrays: Optional[Sequence[str]] = None
+                   ) -> Tuple[Optional[SharedPlan], str]:
+    """The shared-memory plan of kernel ``m`` with reduction ``steps``, or ``(None, why not)``.
+
+    Applies to a kernel of one reduction statement (any number of reduction
+    loops) whose loops are the statement's iterators, every grid axis one loop
+    or linearised loops with one thread per block on it.  For each input read
+    (or only those of ``arrays``) the footprint of one block and one step is
+    the isl image of the parametric box ``{ pt_p_v <= v < pt_p_v + block_v,
+    pt_r_r <= r < pt_r_r + step_r }``; a read whose image has a constant size
+    (affine indices) and fewer cells than the reads it serves is promoted.
+    More than ``shared_bytes`` raises :class:`OutOfResources`.
+
+    >>> # plan, why = promotion_plan(scop, sched, maps[1], {"k": 32}, shared_bytes=49152)
+    >>> # [t.array for t in plan.tiles] -> ['A', 'B'];  plan.nbytes -> (8*32 + 32*32) * 4
+    """
+    extents = reduction_extents(scop, s, m)
+    if extents is None:
+        return None, "not a one-statement reduction kernel with sequential reduction loops"
+    st = scop.statement(m.statements[0])
+    for a in m.axes:
+        if len(a.loops) > 1 and a.block != 1:
+            return None, f"linearised grid axis {a.axis} with {a.block} threads per block"
+    steps = dict(steps or default_steps(extents, m))
+    if set(steps) != {v for v, _, _ in extents}:
+        return None, f"steps {steps} do not name the reduction loops {[v for v, _, _ in extents]}"
+    steps = {v: max(1, min(int(steps[v]), hi - lo + 1)) for v, lo, hi in extents}
+    block = {}
+    for a in m.axes:
+        for lp in a.loops:
+            block[lp.name] = max(1, min(a.block, lp.extent))
+    cons, params = [], []
+    for v in st.iters:
+        if v in block:
+            params.append(f"pt_p_{v}")
+            cons.append(f"pt_p_{v} <= {v} <= pt_p_{v} + {block[v] - 1}")
+        elif v in steps:
+            params.append(f"pt_r_{v}")
+            cons.append(f"pt_r_{v} <= {v} <= pt_r_{v} + {steps[v] - 1}")
+        else:
+            lo, hi = _iter_bounds(st, v)
+            if lo != hi:
+                return None, f"iterator {v} is neither mapped nor a reduction loop"
+            cons.append(f"{v} = {lo}")
+    box = isl.Set(f"[{', '.join(params)}] -> {{ {st.name}[{', '.join(st.iters)}] : {' and '.join(cons)} }}")
+    kinds = {a.name: a.kind for a in scop.arrays}
+    served = 1
+    for v in st.iters:
+        served *= block.get(v, steps.get(v, 1))
+    tiles: List[SharedTile] = []
+    seen = set()
+    skipped: List[str] = []
+    for ld in B.loads(st.body.value):
+        if (ld.array, ld.index) in seen or kinds.get(ld.array) != "input" or not ld.index:
+            continue
+        if arrays is not None and ld.array not in arrays:
+            continue
+        seen.add((ld.array, ld.index))
+        try:
+            acc = isl.Map(f"{{ {st.name}[{', '.join(st.iters)}] -> {ld.array}[{', '.join(B.affine_text(e) for e in ld.index)}] }}")
+        except Exception:
+            skipped.append(f"{ld.array}: index not affine")
+            continue
+        img = box.apply(acc)
+        sizes, base = [], []
+        for d in range(img.dim(isl.dim_type.set)):
+            lo_d, hi_d = img.dim_min(d), img.dim_max(d)
+            aff = _affine_of(lo_d)
+            diff = _affine_of(hi_d.sub(lo_d))
+            if aff is None or diff is None or diff[0]:
+                break
+            sizes.append(diff[1] + 1)
+            base.append(aff)
+        else:
+            tile = SharedTile(f"pt_s{len(tiles)}", ld.array, ld.index, tuple(sizes), tuple(base), ld.dtype)
+            if tile.cells < served:
+                tiles.append(tile)
+            else:
+                skipped.append(f"{ld.array}: no reuse inside a block step")
+            continue
+        skipped.append(f"{ld.array}: footprint size depends on the block")
+    if not tiles:
+        return None, "no input read is reused inside a block" + (f" ({'; '.join(skipped)})" if skipped else "")
+    step_list = tuple((v, lo, hi, steps[v]) for v, lo, hi in extents)
+    plan = SharedPlan(st.name, step_list, tuple((v, block[v]) for v in st.iters if v in block), tuple(tiles))
+    if shared_bytes is not None and plan.nbytes > shared_bytes:
+        raise OutOfResources("bytes of shared memory per block", plan.nbytes, shared_bytes,
+                             f"{m.name} ({st.name}, tiles {', '.join(t.array for t in tiles)})")
+    return plan, ""
