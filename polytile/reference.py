@@ -22,6 +22,12 @@ enumerate it, each index variable first gets a finite range:
    written twice and raises :class:`~polytile.errors.CollisionError` naming
    both points.
 
+A plain tensor contraction (``+`` of one operand or a product of two, every
+index a bare variable, no constraints, no default: matmul, batched matmul,
+transposes, row sums) has the whole box as its domain and is evaluated by
+``numpy.einsum`` instead (:func:`_einsum_contraction`, exact for integers,
+float64 for floats); a property test checks it against the enumeration.
+
 Elementwise statements use :func:`polytile.sema.eval_elementwise`, the same
 evaluator that types them.  Floating-point warnings (overflow, log of a
 negative number) are silenced: the results are numpy's inf/nan, as in C.
@@ -382,6 +388,68 @@ def _points_text(system: _System, lows, sizes, gid: int) -> str:
 
 
 def _contraction(bound: sema.Bound, stmt: Contraction, env: Dict[str, np.ndarray]) -> np.ndarray:
+    fast = _einsum_contraction(bound, stmt, env)
+    return fast if fast is not None else _enumerate_contraction(bound, stmt, env)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _einsum_contraction(bound: sema.Bound, stmt: Contraction, env: Dict[str, np.ndarray]) -> Optional[np.ndarray]:
+    """The fast path: a plain tensor contraction by ``numpy.einsum``; None when ``stmt`` is not one.
+
+    Plain means: ``+`` of one operand or of a product of two, no constraints,
+    no default, every index of every tensor a bare index variable (no
+    variable twice in one tensor), each variable indexing axes of one size,
+    every output variable read by an operand.  Then the domain is the whole
+    box of those sizes and the definition is einsum's:
+    ``C[i, j : M, N] = +(A[i, k] * B[k, j])`` is ``einsum("ab,bc->ac", A, B)``.
+
+    Integers are computed in the output dtype, which is numpy's promotion of
+    the operands, as in the enumeration; wrap-around is arithmetic modulo
+    2**bits, where the order of the sum does not matter, so the result is
+    identical.  Floats are computed in float64 and rounded once to the output
+    dtype: identical whenever the enumeration is exact (integer-valued data,
+    as the tuner uses), otherwise at least as accurate.
+    ``tests/test_reference.py`` checks it against :func:`_enumerate_contraction`
+    on random contractions.
+    """
+    dtype = bound.tensors[stmt.output].dtype
+    if stmt.agg != "+" or stmt.combo not in (None, "*") or stmt.constraints or stmt.default is not None:
+        return None
+    if dtype.kind in "iu":
+        compute = dtype
+    elif dtype in (np.float32, np.float64):
+        compute = np.dtype(np.float64)
+    else:
+        return None
+    letter: Dict[str, str] = {}
+    extent: Dict[str, int] = {}
+
+    def subscripts(indices, shape) -> Optional[str]:
+        text = ""
+        for e, n in zip(indices, shape):
+            if not isinstance(e, Index) or extent.setdefault(e.name, n) != n:
+                return None
+            if e.name not in letter:
+                if len(letter) == len(_LETTERS):
+                    return None
+                letter[e.name] = _LETTERS[len(letter)]
+            text += letter[e.name]
+        return text if len(set(text)) == len(text) else None
+
+    ins = [subscripts(op.indices, bound.tensors[op.tensor].shape) for op in stmt.operands]
+    out = subscripts(stmt.indices, bound.tensors[stmt.output].shape)
+    if out is None or any(s is None for s in ins) or not set(out) <= set("".join(ins)):
+        return None
+    arrays = [np.asarray(env[op.tensor]).astype(compute, copy=False) for op in stmt.operands]
+    # optimize: a product goes through tensordot, i.e. BLAS for floats.
+    r = np.einsum(",".join(ins) + "->" + out, *arrays, optimize=len(arrays) > 1)
+    return np.asarray(r).astype(dtype)
+
+
+def _enumerate_contraction(bound: sema.Bound, stmt: Contraction, env: Dict[str, np.ndarray]) -> np.ndarray:
+    """The literal path: enumerate the domain's box in chunks, mask, gather, combine and fold (module doc)."""
     info = bound.tensors[stmt.output]
     dtype, shape = info.dtype, info.shape
     size = int(np.prod(shape, dtype=np.int64)) if shape else 1

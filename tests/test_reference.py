@@ -8,6 +8,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import event, given, note, settings
+from hypothesis import strategies as st
 
 from polytile import ir, reference, sema
 from polytile.errors import CollisionError, ShapeError, TileSemanticError
@@ -488,3 +490,107 @@ def test_reference_matches_brute_force(src):
 def test_evaluate_rejects_a_bare_array():
     with pytest.raises(TypeError, match="sequence of arrays"):
         reference.evaluate(parse("function (X[N, M]) -> (Y) { Y = X; }"), np.ones((2, 3)))
+
+
+# ---------------------------------------------------------------------------
+# The einsum fast path against the enumeration (random contractions)
+# ---------------------------------------------------------------------------
+
+FAST_VARS = ("i", "j", "k", "l")
+FAST_DTYPES = ("int32", "int64", "float32", "float64")  # the dtypes sema supports
+# A change that takes a contraction out of the fast path's shape (None: keep it plain).
+BREAKS = (None, None, None, None, "shift", "constraint", "max", "default", "bigger", "diagonal", "unread")
+
+
+@st.composite
+def contractions(draw):
+    """(program, arrays, plain): a random ``+`` contraction of 1-2 operands, made non-plain by one BREAK."""
+    names = FAST_VARS[:draw(st.integers(1, 4))]
+    size = {v: draw(st.integers(0, 4)) for v in names}  # 0: empty axes as well
+    ops = [draw(st.lists(st.sampled_from(names), min_size=1, max_size=3, unique=True))
+           for _ in range(draw(st.integers(1, 2)))]
+    read = sorted(set().union(*ops))
+    out = draw(st.lists(st.sampled_from(read), max_size=3, unique=True))
+    dtypes = [draw(st.sampled_from(FAST_DTYPES)) for _ in ops]
+    brk = draw(st.sampled_from(BREAKS))
+    seed = draw(st.integers(0, 2 ** 32 - 1))
+
+    shapes = [[size[v] for v in op] for op in ops]
+    accesses = [list(op) for op in ops]
+    dim = {v: f"D{t}{a}" for t in reversed(range(len(ops))) for a, v in enumerate(ops[t])}  # a dim naming v's size
+    sizes = [dim[v] for v in out]
+    tail, default = "", ""
+    agg = ">" if brk == "max" else "+"
+    if brk == "shift":
+        accesses[0][0] += " + 1"
+    elif brk == "constraint":
+        tail = f", {read[0]} < 2"
+    elif brk == "bigger":  # a mismatch only if the other operand reads the variable (O's size is D00 itself)
+        shapes[0][0] += 1
+        if not any(ops[0][0] in t for t in ops[1:]):
+            brk = None
+    elif brk == "diagonal":
+        accesses[0].append(accesses[0][0])
+        shapes[0].append(shapes[0][0])
+    elif brk == "unread":
+        out, sizes = out + ["m"], sizes + ["2"]
+    header = [f"X{t}[{', '.join(f'D{t}{a}' for a in range(len(shapes[t])))}]" for t in range(len(ops))]
+    if brk == "diagonal":  # the repeated axis has its own dim name (equal size)
+        header[0] = f"X0[{', '.join(f'D0{a}' for a in range(len(shapes[0]) - 1))}, E]"
+    if brk == "default":
+        header.append(f"Z[{', '.join(sizes)}]")
+        default = " default Z"
+    rhs = " * ".join(f"X{t}[{', '.join(acc)}]" for t, acc in enumerate(accesses))
+    lhs = f"O[{', '.join(out)} : {', '.join(sizes)}]" if out else "O[]"
+    text = f"function ({', '.join(header)}) -> (O) {{ {lhs} = {agg}({rhs}){tail}{default}; }}"
+
+    rng = np.random.default_rng(seed)
+    out_float = np.result_type(*dtypes).kind == "f"
+    arrays = []
+    for shp, dt in zip(shapes, dtypes):
+        if out_float:  # small integers: every sum exact in any order, float32 included
+            arrays.append(rng.integers(-4, 5, size=shp).astype(dt))
+        else:  # the whole range: products and sums wrap around
+            info = np.iinfo(dt)
+            arrays.append(rng.integers(info.min, info.max, size=shp, dtype=dt, endpoint=True))
+    if brk == "default":
+        arrays.append(rng.integers(-4, 5, size=[size[v] for v in out]).astype(np.result_type(*dtypes)))
+    return parse(text), arrays, brk is None
+
+
+@settings(max_examples=max(200, settings().max_examples))
+@given(contractions())
+def test_einsum_fast_path_equals_the_enumeration(case):
+    program, arrays, plain = case
+    note(str(program))
+    note(repr(arrays))
+    event("plain" if plain else "not plain")
+    bound = sema.bind(program, [a.shape for a in arrays], [a.dtype for a in arrays])
+    stmt = program.body[0]
+    env = dict(zip(program.input_names, arrays))
+    with np.errstate(all="ignore"):
+        want = reference._enumerate_contraction(bound, stmt, env)
+        fast = reference._einsum_contraction(bound, stmt, env)
+    if plain:
+        assert fast is not None, "a plain contraction must take the fast path"
+        assert fast.dtype == want.dtype and fast.shape == want.shape
+        np.testing.assert_array_equal(fast, want)
+    else:
+        assert fast is None
+    np.testing.assert_array_equal(reference.run(program, *arrays), want)
+
+
+def test_fast_path_output_does_not_alias_its_input():
+    X = ints(3, 4)
+    Y = run("function (X[M, N]) -> (Y) { Y[i, j : M, N] = +(X[i, j]); }", X)
+    Y[0, 0] = 99
+    assert X[0, 0] != 99
+
+
+def test_fast_path_float32_is_float64_rounded_once():
+    # Not integer-valued: the fast path sums in float64 and rounds once, so it is the float64 answer in float32.
+    A = RNG.standard_normal((5, 300)).astype(np.float32)
+    B = RNG.standard_normal((300, 4)).astype(np.float32)
+    C = run("function (A[M, K], B[K, N]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[k, j]); }", A, B)
+    assert C.dtype == np.float32
+    np.testing.assert_array_equal(C, (A.astype(np.float64) @ B.astype(np.float64)).astype(np.float32))

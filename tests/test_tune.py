@@ -237,3 +237,24 @@ def test_cli_helper(tmp_path, capsys, rng):
     assert json.loads(out_json.read_text())["search"]["seed"] == 4
     with pytest.raises(SystemExit):
         parser.parse_args([MATMUL, "--budget", "soon"])
+
+
+def test_oracle_of_a_plain_contraction_takes_the_einsum_path(monkeypatch):
+    # The enumeration took ~170 s of a 2048^3 tune; a plain matmul must not reach it, and the
+    # check against the fast path's answer still passes correct kernels and fails wrong ones.
+    from polytile import reference
+
+    def no_enumeration(*args):
+        raise AssertionError("the oracle enumerated a plain contraction")
+
+    monkeypatch.setattr(reference, "_enumerate_contraction", no_enumeration)
+    r = T.tune(MATMUL, "M=48,N=40,K=56", cache=False, **dict(QUICK, max_trials=2, top_k=2))
+    assert [t.ok for t in r.trials] == [True, True]
+    assert r.info["setup_s"]["oracle"] < r.info["setup_s"]["total"]
+    bench = T._Bench(pipeline.load_program(MATMUL), [(48, 56), (56, 40)], ("float32", "float32"),
+                     repeat=1, warmup=1, check=True, cap_s=2.0)
+    A, B = bench.arrays
+    np.testing.assert_array_equal(bench.expected[0], A @ B)
+    off = (A @ B).copy()
+    off[3, 4] += 1
+    assert "mismatch" in bench._compare((off,))
