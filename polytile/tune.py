@@ -31,7 +31,9 @@ tuple of configurations, one per statement.
    (``pipeline.compile(program, schedule=...)``), run once on fixed random
    integer-valued inputs (integers in [-4, 4], or [1, 4] when the oracle
    produces NaN on signed ones) and compared with the reference interpreter
-   (``polytile.reference``, run once up front): integer outputs exactly, float
+   (``polytile.reference``, run once up front; a plain contraction such as
+   matmul goes through its einsum path, under a second at 2048^3, the others
+   through its enumeration): integer outputs exactly, float
    outputs with the ``run --check`` tolerance (``polytile.compare.check_output``) (``max_abs_err <= rtol *
    max(1, max|ref|)``, rtol 1e-4 for float32, 1e-5 for float64; with
    integer-valued inputs any wrong element is off by at least 1, far above
