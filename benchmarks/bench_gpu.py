@@ -2,10 +2,13 @@
 
     python benchmarks/bench_gpu.py                       # SGEMM 4096^3, conv2d 8x66x66x64 * 3x3x64x128
     python benchmarks/bench_gpu.py --sizes 2048 4096 --hardware nvidia-h200
-    python benchmarks/bench_gpu.py --no-shared          # only the plain mapping (no shared-memory variant)
+    python benchmarks/bench_gpu.py --no-shared          # only the model's choice and the plain mapping
 
-Prints the GPU mapping of each workload (grid, block, sequential loops; no
-GPU needed for that).  Without a CUDA device it then says so and exits 0.
+Prints the GPU mapping the cost model chooses for each workload (grid,
+block, sequential loops, shared-memory tiles, occupancy and predicted time;
+no GPU needed for that).  Variants timed: ``model`` (the cost model's
+block sizes, steps and promotion), ``plain`` (256-thread blocks, no shared
+memory) and ``shared`` (256-thread blocks, the default promotion).  Without a CUDA device it then says so and exits 0.
 With one, each kernel is built by nvcc for the descriptor's arch and timed
 through its ``<entry>_device`` launcher on device buffers (cupy) -- median of
 ``--repeat`` calls after a warm-up, each call synchronised -- and compared
@@ -36,10 +39,10 @@ def workloads(args):
     out = []
     for n in args.sizes:
         out.append(("SGEMM", f"{n}^3", _common.EXAMPLES / "matmul.tile", [(n, n), (n, n)], 2 * n ** 3))
-    N, H, W, CI, KH, KW, CO = 8, 66, 66, 64, 3, 3, 128
-    flops = 2 * N * (H - KH + 1) * (W - KW + 1) * CO * KH * KW * CI
-    out.append(("conv2d", f"{N}x{H}x{W}x{CI} * {KH}x{KW}x{CI}x{CO}", _common.EXAMPLES / "conv2d.tile",
-                [(N, H, W, CI), (KH, KW, CI, CO)], flops))
+    for N, H, W, CI, KH, KW, CO in ((1, 56, 56, 64, 3, 3, 64), (8, 66, 66, 64, 3, 3, 128)):
+        flops = 2 * N * (H - KH + 1) * (W - KW + 1) * CO * KH * KW * CI
+        out.append(("conv2d", f"{N}x{H}x{W}x{CI} * {KH}x{KW}x{CI}x{CO}", _common.EXAMPLES / "conv2d.tile",
+                    [(N, H, W, CI), (KH, KW, CI, CO)], flops))
     return out
 
 
@@ -81,15 +84,14 @@ def main(argv=None) -> int:
     desc = hardware.load(args.hardware)
     peak = float(desc.peak_tflops.get("fp32", 0.0))
     wl = workloads(args)
-    variants = [False] if args.no_shared else [False, True]
+    # variant -> compile_cuda keywords: the model's choice, or forced 256-thread blocks without/with promotion
+    variants = {"model": {}, "plain": dict(threads=256, shared=False), "shared": dict(threads=256, shared=True)}
+    if args.no_shared:
+        del variants["shared"]
     for name, size, path, shapes, _ in wl:
-        src, maps = cuda_source(path, shapes, ["float32"] * len(shapes), hardware=desc, shared=True)
-        print(f"== {name} {size}: mapping for {desc.name}")
-        for m in maps:
-            print("   " + m.describe().replace("\n", "\n   "))
-        for line in src.text.splitlines():
-            if "shared memory (" in line:
-                print("   with --shared:" + line.split("*", 1)[1])
+        k = compile_cuda(path, shapes, ["float32"] * len(shapes), hardware=desc, emulate=True)
+        print(f"== {name} {size}: the cost model's mapping for {desc.name}")
+        print("   " + k.describe().replace("\n", "\n   "))
     reason = no_device_reason()
     if reason is not None:
         print(f"\n{reason}: nothing measured (the mappings above are what would run).")
@@ -100,11 +102,11 @@ def main(argv=None) -> int:
         cp = None
     rows = []
     rng = np.random.default_rng(0)
-    for (name, size, path, shapes, flops), shared in [(w, v) for w in wl for v in variants]:
+    for (kind, size, path, shapes, flops), variant in [(w, v) for w in wl for v in variants]:
         host = [rng.standard_normal(s).astype(np.float32) for s in shapes]
-        k = compile_cuda(path, shapes, ["float32"] * len(shapes), hardware=desc, shared=shared)
-        name = name + (" (shared)" if shared else "")
-        row = {"workload": name, "size": size, "flops": flops, "shared": shared,
+        k = compile_cuda(path, shapes, ["float32"] * len(shapes), hardware=desc, **variants[variant])
+        name = f"{kind} ({variant})"
+        row = {"workload": name, "size": size, "flops": flops, "variant": variant,
                "mapping": [m.describe() for m in k.mappings]}
         if cp is not None:
             dev_in = [cp.asarray(a) for a in host]
@@ -123,7 +125,7 @@ def main(argv=None) -> int:
                     raise RuntimeError(f"CUDA error {rc}")
 
             t = _median_time(run, args.repeat)
-            tb = _median_time(_cupy_baseline(cp, name, dev_in), args.repeat)
+            tb = _median_time(_cupy_baseline(cp, kind, dev_in), args.repeat)
             row.update(seconds=t, baseline_seconds=tb, baseline="cupy (cuBLAS)", ratio=tb / t)
         else:
             t = _median_time(lambda: k(*host), args.repeat)

@@ -267,7 +267,7 @@ def generate(scop: Scop, schedule: Schedule, mappings: Sequence[GpuMapping], *,
         if m.shared is None:
             body = kernel_body(scop, schedule, m)
         else:
-            body = _tile_decls(m.shared, "__shared__ ") + _shared_block(
+            body = _dynamic_tile_decls(m.shared) + _shared_block(
                 scop, schedule, m, lambda nodes: [cgen.Block(nodes)], [cgen.Line("__syncthreads();")])
         out.append(_cuda_minmax(str(cgen.FunctionBody(
             cgen.Line(f'extern "C" __global__ void __launch_bounds__({m.threads}) '
@@ -278,12 +278,16 @@ def generate(scop: Scop, schedule: Schedule, mappings: Sequence[GpuMapping], *,
 
     def launch(m: GpuMapping) -> List[str]:
         g, b = m.grid, m.block
-        return [f"{entry}_k{m.index}<<<dim3({g[0]}, {g[1]}, {g[2]}), dim3({b[0]}, {b[1]}, {b[2]})>>>"
+        smem = f", {shared_size(m.shared)}" if m.shared is not None else ""
+        return [f"{entry}_k{m.index}<<<dim3({g[0]}, {g[1]}, {g[2]}), dim3({b[0]}, {b[1]}, {b[2]}){smem}>>>"
                 f"({_call_args(names, m)});",
                 "if ((pt_err = cudaGetLastError()) != cudaSuccess) return (int)pt_err;"]
 
+    # Tiles live in dynamic shared memory: beyond 48 KiB a kernel must opt in to its size first.
+    optin = [f"if ((pt_err = cudaFuncSetAttribute({entry}_k{m.index}, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+             f"{shared_size(m.shared)})) != cudaSuccess) return (int)pt_err;" for m in mappings if m.shared is not None]
     out.append(f'extern "C" int {entry}_device({sig}) {{\n'
-               + "\n".join(decls) + "\ncudaError_t pt_err;\n" + "\n".join(_launch_code(mappings, launch))
+               + "\n".join(decls) + "\ncudaError_t pt_err;\n" + "\n".join(optin + _launch_code(mappings, launch))
                + "\nreturn (int)cudaDeviceSynchronize();\n}\n")
     out.append(f'extern "C" int {entry}_has_device(void) {{\n'
                "int n = 0;\ncudaError_t e = cudaGetDeviceCount(&n);\n"
@@ -504,6 +508,40 @@ def _thread_loops(m: GpuMapping, nodes: List[cgen.Generable], reverse: bool) -> 
         loop = (cgen.For(f"long {v} = {n - 1}", f"{v} >= 0", f"{v}--", cgen.Block(out)) if reverse else
                 cgen.For(f"long {v} = 0", f"{v} < {n}", f"{v}++", cgen.Block(out)))
         out = [loop]
+    return out
+
+
+#: Alignment of each tile inside the kernel's dynamic shared memory.
+TILE_ALIGN = 16
+
+
+def _tile_offsets(plan: SharedPlan) -> Tuple[List[int], int]:
+    offs, n = [], 0
+    for t in plan.tiles:
+        n = -(-n // TILE_ALIGN) * TILE_ALIGN
+        offs.append(n)
+        n += t.nbytes
+    return offs, n
+
+
+def shared_size(plan: SharedPlan) -> int:
+    """Bytes of dynamic shared memory a kernel with ``plan`` is launched with (tiles, 16-byte aligned).
+
+    >>> # shared_size(plan) >= plan.nbytes
+    """
+    return _tile_offsets(plan)[1]
+
+
+def _dynamic_tile_decls(plan: SharedPlan) -> List[cgen.Generable]:
+    """Tiles as typed pointers into ``extern __shared__`` memory (static ``__shared__`` stops at 48 KiB)."""
+    offs, _ = _tile_offsets(plan)
+    out: List[cgen.Generable] = [cgen.Line("extern __shared__ __align__(16) unsigned char pt_smem[];")]
+    for t, off in zip(plan.tiles, offs):
+        ct = ctype(t.dtype)
+        tail = "".join(f"[{s}]" for s in t.sizes[1:])
+        ptr = f"({ct} (*){tail})" if tail else f"({ct} *)"
+        decl = f"{ct} (*{t.name}){tail}" if tail else f"{ct} *{t.name}"
+        out.append(cgen.Line(f"{decl} = {ptr}(pt_smem + {off});  /* {t.array} tile [{']['.join(map(str, t.sizes))}] */"))
     return out
 
 

@@ -6,6 +6,11 @@
 
 Without ``emulate`` the CUDA source is built with ``nvcc -arch=<descriptor arch>``;
 calling it on a machine without a GPU raises a :class:`PolytileError` saying so.
+
+Unless a block size (``threads``) or a promotion (``shared``/``steps``) is
+forced, the GPU cost model (:func:`polytile.gpucost.choose`) picks each
+kernel's block size, reduction steps and shared-memory promotion for the
+descriptor.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 
 from . import deps as deps_mod
+from . import gpucost
 from . import pipeline, runtime, sema
 from . import schedule as sched_mod
 from .codegen import cuda as cuda_codegen
@@ -26,7 +32,8 @@ from .errors import PolytileError
 from .poly.scop import Scop
 from .poly.tile import lower as lower_to_scop
 from .schedule import Schedule
-from .schedule.gpu import GpuLimits, GpuMapping, describe as describe_mappings, map_schedule
+from .schedule.gpu import (GpuLimits, GpuMapping, OutOfResources, describe as describe_mappings, map_schedule,
+                           promotion_plan, reduction_extents)
 
 
 def gpu_schedule(scop: Scop) -> Schedule:
@@ -57,6 +64,7 @@ class CudaKernel:
     mappings: Tuple[GpuMapping, ...]
     emulated: bool
     has_device: Any = None  # the library's <entry>_has_device, for real CUDA builds
+    estimates: Tuple[Any, ...] = ()  # gpucost.GpuEstimate per kernel when the model chose the mapping
 
     @property
     def source(self) -> KernelSource:
@@ -67,7 +75,10 @@ class CudaKernel:
         return self.spec.library_path
 
     def describe(self) -> str:
-        return describe_mappings(self.mappings)
+        """Grid, block, host loops and shared-memory tiles of every kernel (with the model's estimate)."""
+        if not self.estimates:
+            return describe_mappings(self.mappings)
+        return "\n".join(m.describe() + "\n  " + e.describe() for m, e in zip(self.mappings, self.estimates))
 
     def _ready(self) -> None:
         if not self.emulated:
@@ -103,72 +114,157 @@ def _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid):
     return bound, scop, sched, limits, map_schedule(sched, limits)
 
 
+def _descriptor(hardware):
+    return pipeline.load_hardware(hardware) if isinstance(hardware, str) else hardware
+
+
+def _mappings(scop, sched, limits, hardware, threads, shared, steps, mappings=None):
+    """The kernels' mappings: given, forced (``threads``/``shared``/``steps``), or chosen by the cost model.
+
+    Returns ``(mappings, estimates)``; ``estimates`` is empty unless the model chose.
+    """
+    if mappings is not None:
+        return tuple(mappings), ()
+    desc = _descriptor(hardware)
+    if threads is None and shared is None and steps is None:
+        try:
+            choice = gpucost.choose(scop, sched, desc, limits)
+        except OutOfResources as e:
+            raise PolytileError(str(e)) from None
+        return choice.mappings, choice.estimates
+    maps = map_schedule(sched, limits)
+    if steps is not None:
+        # An explicit step box: promote where it applies, and refuse a plan the descriptor cannot hold.
+        out = []
+        for m in maps:
+            names = {v for v in steps}
+            plan = None
+            try:
+                ext = reduction_extents(scop, sched, m)
+                if ext is not None and names == {v for v, _, _ in ext}:
+                    plan, _ = promotion_plan(scop, sched, m, dict(steps),
+                                             shared_bytes=int(desc.shared_memory_per_block_bytes))
+            except OutOfResources as e:
+                raise PolytileError(f"{e} ({desc.name})") from None
+            out.append(m.with_shared(plan))
+        maps = tuple(out)
+    elif shared:
+        maps = tuple(m.with_shared(cuda_codegen.shared_plan(
+            scop, sched, m, shared_bytes=int(desc.shared_memory_per_block_bytes))[0]) for m in maps)
+    return maps, ()
+
+
 def compile_cuda(source_or_program, shapes: Sequence[Sequence[int]], dtypes: Sequence[Any], *,
                  hardware: Any = "nvidia-h100", emulate: bool = False, threads: Optional[int] = None,
-                 max_grid=None, reverse: bool = True, shared: bool = False) -> CudaKernel:
+                 max_grid=None, reverse: bool = True, shared: Optional[bool] = None,
+                 steps: Optional[dict] = None) -> CudaKernel:
     """Map, generate and build one specialisation; return a callable :class:`CudaKernel`.
+
+    >>> # k = compile_cuda("examples/matmul.tile", [(64, 32), (32, 48)], ["float32"] * 2, emulate=True)
+    >>> # print(k.describe()); C = k(A, B)
 
     ``emulate`` builds the CPU emulation (plain C through the normal C
     compiler); otherwise ``nvcc -O3 -arch=<arch> -Xcompiler -fPIC -shared``.
-    ``threads`` (block size aimed for) and ``max_grid`` (blocks per axis,
-    forcing grid-stride loops) tune the mapping; ``shared`` stages the inputs
-    of reduction kernels through shared memory where
-    :func:`polytile.codegen.cuda.shared_plan` applies.
+    By default the GPU cost model chooses each kernel's block size, reduction
+    steps and promotion for ``hardware``.  ``threads`` (block size aimed for),
+    ``shared`` (True: the default promotion plan where it applies; False:
+    none) and ``steps`` (``{reduction iterator: step}``: promote with this
+    step box, raising an out-of-resources error when the tiles exceed the
+    descriptor's shared memory per block) force a choice instead;
+    ``max_grid`` (blocks per axis) forces grid-stride loops.
     """
-    bound, scop, sched, limits, mappings = _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid)
-    return _build(bound, scop, sched, limits, mappings, emulate, reverse, _shared_kw(hardware, shared))
-
-
-def _shared_kw(hardware, shared: bool):
-    if not shared:
-        return {}
-    desc = pipeline.load_hardware(hardware) if isinstance(hardware, str) else hardware
-    return {"shared": True, "shared_bytes": int(desc.shared_memory_per_block_bytes)}
+    bound, scop, sched, limits, _ = _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid)
+    maps, ests = _mappings(scop, sched, limits, hardware, threads, shared, steps)
+    return _build(bound, scop, sched, limits, maps, emulate, reverse, ests)
 
 
 def compile_scop_cuda(scop: Scop, *, hardware: Any = "nvidia-h100", emulate: bool = False,
                       threads: Optional[int] = None, max_grid=None, reverse: bool = True,
-                      mappings: Optional[Sequence[GpuMapping]] = None, shared: bool = False) -> CudaKernel:
+                      mappings: Optional[Sequence[GpuMapping]] = None, shared: Optional[bool] = None,
+                      steps: Optional[dict] = None) -> CudaKernel:
     """Like :func:`compile_cuda` for any Scop (isl text, the C frontend); run it with ``run_named``.
+
+    >>> # k = compile_scop_cuda(scop_from_isl(...), emulate=True); k.run_named({"A": a, "B": b})
 
     ``mappings`` replaces the computed mapping (tests use it to show that the
     emulation catches an illegal one).
     """
     sched = gpu_schedule(scop)
     limits = gpu_limits(hardware, threads=threads, max_grid=max_grid)
-    maps = tuple(mappings) if mappings is not None else map_schedule(sched, limits)
-    return _build(None, scop, sched, limits, maps, emulate, reverse, _shared_kw(hardware, shared))
+    maps, ests = _mappings(scop, sched, limits, hardware, threads, shared, steps, mappings)
+    return _build(None, scop, sched, limits, maps, emulate, reverse, ests)
 
 
-def _build(bound, scop, sched, limits, mappings, emulate, reverse, shared_kw) -> CudaKernel:
+def _build(bound, scop, sched, limits, mappings, emulate, reverse, estimates=()) -> CudaKernel:
     if emulate:
-        src = cuda_codegen.generate_emulated(scop, sched, mappings, reverse=reverse, **shared_kw)
+        src = cuda_codegen.generate_emulated(scop, sched, mappings, reverse=reverse)
         path = runtime.build(src.text, flags=get_config().cflags, name_hint=f"{scop.name}_emu")
         has = None
     else:
-        src = cuda_codegen.generate(scop, sched, mappings, **shared_kw)
+        src = cuda_codegen.generate(scop, sched, mappings)
         path = runtime.build(src.text, lang="cuda", flags=cuda_codegen.nvcc_flags(limits.arch), name_hint=scop.name)
         has = runtime.load(path).function(f"{src.entry}_has_device", 0)
     fn = runtime.load(path).function(src.entry, len(src.params))
     spec = pipeline.Specialization(bound, scop, sched.deps, sched, src, path, fn)
-    return CudaKernel(spec, mappings, emulate, has)
+    return CudaKernel(spec, tuple(mappings), emulate, has, tuple(estimates))
 
 
 def cuda_source(source_or_program, shapes, dtypes, *, hardware: Any = "nvidia-h100", emulate: bool = False,
-                threads: Optional[int] = None, max_grid=None,
-                shared: bool = False) -> Tuple[KernelSource, Tuple[GpuMapping, ...]]:
-    """The generated CUDA (or emulation C) source and the mappings, without building."""
-    _, scop, sched, _, mappings = _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid)
+                threads: Optional[int] = None, max_grid=None, shared: Optional[bool] = None,
+                steps: Optional[dict] = None) -> Tuple[KernelSource, Tuple[GpuMapping, ...]]:
+    """The generated CUDA (or emulation C) source and the mappings, without building.
+
+    >>> # src, maps = cuda_source("examples/matmul.tile", [(64, 32), (32, 48)], ["float32"] * 2)
+    """
+    _, scop, sched, limits, _ = _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid)
+    maps, _ = _mappings(scop, sched, limits, hardware, threads, shared, steps)
     gen = cuda_codegen.generate_emulated if emulate else cuda_codegen.generate
-    return gen(scop, sched, mappings, **_shared_kw(hardware, shared)), mappings
+    return gen(scop, sched, maps), maps
 
 
 def compile_ptx(source_or_program, shapes, dtypes, *, hardware: Any = "nvidia-h100",
-                threads: Optional[int] = None, max_grid=None, shared: bool = False) -> str:
-    """PTX text of the CUDA kernels (``nvcc -ptx -arch=<arch>``)."""
+                threads: Optional[int] = None, max_grid=None, shared: Optional[bool] = None,
+                steps: Optional[dict] = None) -> str:
+    """PTX text of the CUDA kernels (``nvcc -ptx -arch=<arch>``).
+
+    >>> # ".entry pt_matmul_k1(" in compile_ptx("examples/matmul.tile", [(64, 32), (32, 48)], ["float32"] * 2)
+    """
     src, _ = cuda_source(source_or_program, shapes, dtypes, hardware=hardware, threads=threads, max_grid=max_grid,
-                         shared=shared)
+                         shared=shared, steps=steps)
     arch = gpu_limits(hardware).arch
     path = runtime.build(src.text, lang="cuda", flags=cuda_codegen.nvcc_flags(arch, ptx=True),
                          name_hint=f"{src.entry}_ptx")
     return Path(path).read_text()
+
+
+def ptxas_registers(source: KernelSource, arch: str = "sm_90") -> dict:
+    """Registers per thread of each kernel as ptxas allocates them: ``{kernel name: registers}``.
+
+    Runs ``nvcc -cubin -Xptxas -v`` on the CUDA source (needs nvcc; no GPU).
+
+    >>> # ptxas_registers(cuda_source("examples/matmul.tile", [(64, 32), (32, 48)], ["float32"] * 2)[0])
+    >>> # -> {'pt_matmul_k0': 8, 'pt_matmul_k1': 30}
+    """
+    import re
+    import subprocess
+    import tempfile
+
+    nvcc = get_config().nvcc
+    if nvcc is None:
+        raise PolytileError("nvcc not found: ptxas register counts need the CUDA toolkit")
+    with tempfile.TemporaryDirectory() as d:
+        cu = Path(d) / "k.cu"
+        cu.write_text(source.text)
+        r = subprocess.run([str(nvcc), "-cubin", f"-arch={arch}", "-O3", "-Xptxas", "-v", "-o", str(Path(d) / "k.cubin"),
+                            str(cu)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise PolytileError(f"nvcc failed:\n{r.stderr[-2000:]}")
+    out, current = {}, None
+    for line in r.stderr.splitlines():
+        m = re.search(r"Compiling entry function '(\w+)'", line) or re.search(r"Function properties for (\w+)", line)
+        if m:
+            current = m.group(1)
+        m = re.search(r"Used (\d+) registers", line)
+        if m and current:
+            out[current] = int(m.group(1))
+    return out

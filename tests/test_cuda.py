@@ -71,7 +71,8 @@ def _maps(path, shapes, **kw):
 
 
 def test_matmul_mapping():
-    m = _maps("examples/matmul.tile", [(4096, 4096), (4096, 4096)])
+    """With a forced block size (256 threads): the axes and block shape (the model's choice: test_cuda_cost)."""
+    m = _maps("examples/matmul.tile", [(4096, 4096), (4096, 4096)], threads=256)
     assert len(m) == 2  # C = 0, then the contraction
     fill, mm = m
     assert fill.statements == ("Z0",) and mm.statements == ("S0",)
@@ -86,7 +87,7 @@ def test_matmul_mapping():
 
 def test_conv2d_mapping():
     # NHWC input, HWIO filter: O[n, y, x, co]
-    m = _maps("examples/conv2d.tile", [(8, 66, 66, 64), (3, 3, 64, 128)])
+    m = _maps("examples/conv2d.tile", [(8, 66, 66, 64), (3, 3, 64, 128)], threads=256)
     conv = m[-1]
     assert [lp.name for lp in conv.axes[0].loops] == ["co"]
     assert [lp.name for lp in conv.axes[1].loops] == ["x"]
@@ -117,8 +118,8 @@ def test_max_grid_forces_grid_stride():
 
 
 def test_hardware_grid_limit_forces_grid_stride():
-    # i has 600000 rows at 8 per block: 75000 blocks > 65535 on y.
-    m = _maps("examples/matmul.tile", [(600000, 4), (4, 64)])[1]
+    # i has 600000 rows at 8 per block (256-thread blocks): 75000 blocks > 65535 on y.
+    m = _maps("examples/matmul.tile", [(600000, 4), (4, 64)], threads=256)[1]
     x, y = m.axes
     assert (y.blocks, y.grid, y.strided) == (75000, 65535, True) and not x.strided
     assert m.grid == (2, 65535, 1)
@@ -141,20 +142,22 @@ def test_sequential_nest_is_one_thread():
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("variant", ["default", "tiny", "shared"])
+@pytest.mark.parametrize("variant", ["default", "model-strided", "tiny", "shared"])
 @pytest.mark.parametrize("path,n", CASES, ids=[f"{p.stem}-{n}" for p, n in CASES])
 def test_emulation_matches_oracle(path, n, variant):
+    """default: the cost model's blocks, steps and promotion; model-strided: the same with at most 2 blocks
+    per axis (grid-stride loops around promoted kernels); tiny/shared: forced 64-thread blocks."""
     prog, case, shapes = _case(path, n)
     rng = np.random.default_rng(1000 + n)
     arrays = make_inputs(prog, case, rng)
-    kw = {"default": {}, "tiny": dict(threads=64, max_grid=2),
+    kw = {"default": {}, "model-strided": dict(max_grid=2), "tiny": dict(threads=64, max_grid=2),
           "shared": dict(threads=64, max_grid=2, shared=True)}[variant]
     k = compile_cuda(prog, shapes, [a.dtype for a in arrays], emulate=True, **kw)
     _check(path, prog, k(*arrays), arrays)
     if variant != "default":  # partial blocks on some axis, grid-stride where there is more than 2 blocks
         for m in k.mappings:
             for a in m.axes:
-                assert a.grid <= 2 and a.block <= 64
+                assert a.grid <= 2 and (a.block <= 64 or variant == "model-strided")
 
 
 # ---------------------------------------------------------------------------

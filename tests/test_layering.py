@@ -40,7 +40,8 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("schedule", ("polytile.schedule",), ("poly", "deps", "errors")),
     # The cost model and the blocked-schedule space use each other (autotile ranks with
     # the model, the model reads tile configurations): one stage.
-    ("cost", ("polytile.cost", "polytile.autotile"), ("poly", "deps", "schedule", "hardware", "errors", "names")),
+    ("cost", ("polytile.cost", "polytile.autotile", "polytile.gpucost"),
+     ("poly", "deps", "schedule", "hardware", "errors", "names")),
     ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names")),
     ("runtime", ("polytile.runtime",), ("config", "errors")),
 ]

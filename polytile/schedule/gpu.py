@@ -561,8 +561,9 @@ class SharedPlan:
     ``(iterator, lo, hi, step)``: the block runs them in steps (a box of
     ``step`` iterations each), loads every tile for the step, synchronises and
     computes.  Steps are *order-preserving* (loops before the tiled one step by
-    1, loops after it are whole), so each thread sums in exactly the
-    unpromoted order and both variants give bitwise the same results.
+    1, loops after it are whole), so each thread sums in the unpromoted
+    order (results differ at most where a compiler contracts a multiply-add
+    differently).
     ``mapped`` gives ``(iterator, extent per block)`` of the block's box
     (block size on the iterator's axis; 1 for iterators fixed per block).
     """
