@@ -22,8 +22,10 @@ Registers (:func:`registers`) are estimated from the mapping: a fixed
 :data:`REG_BASE` (indices, bounds, the block/thread decode), two per array
 pointer, per statement instance one 32-bit word per 4 bytes of every operand
 loaded (times :data:`UNROLL` when a sequential loop runs in the thread: nvcc
-unrolls it) and of the accumulator of a reduction, two per sequential loop, and
-:data:`REG_SHARED` more for the step loops of a promoted kernel.  ptxas's
+unrolls it) and of the accumulator of a reduction, and two per sequential
+loop; a promoted kernel needs no more (its step counters replace the
+operands' 64-bit addresses, which become 32-bit shared ones: ptxas agrees
+within a few registers on matmul and conv2d).  ptxas's
 count (``nvcc -Xptxas -v``; :func:`polytile.cuda_target.ptxas_registers`)
 replaces the estimate when given.
 
@@ -84,8 +86,6 @@ REG_ALLOC_UNIT = 256
 REG_BASE = 16
 #: How many iterations of a sequential loop nvcc unrolls (operands of each stay live at once).
 UNROLL = 4
-#: Extra registers of a shared-memory kernel: step counters, tile bases, the thread id.
-REG_SHARED = 8
 #: Fraction of an SM's maximum warps that hides the latency of its pipes and memory (a common rule
 #: of thumb on Volta..Hopper); below it throughput falls in proportion.
 SATURATION = 0.5
@@ -280,7 +280,7 @@ def registers(scop, m: GpuMapping) -> int:
         if st.body.reduce is not None:
             words += max(1, _itemsize(arrays[st.body.array].dtype) // 4) if st.body.array in arrays else 1
     seq = len(m.sequential)
-    n = REG_BASE + 2 * len(used) + words + 2 * seq + (REG_SHARED if m.shared is not None else 0)
+    n = REG_BASE + 2 * len(used) + words + 2 * seq
     return int(n)
 
 

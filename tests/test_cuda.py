@@ -229,26 +229,32 @@ def test_ptx_keeps_the_accumulator_in_a_register():
 
 @needs_nvcc
 def test_nvcc_builds_every_example_in_one_unit():
-    """Every example at every size (float32; float64 with shared memory at the first size), each in its
-    own namespace, compiled by one nvcc run for sm_90."""
+    """Every example at every size -- float32 with the cost model's blocks, steps and promotion, float64
+    (first size) with 256-thread blocks and the default promotion -- each in its own namespace, compiled by
+    one nvcc run for sm_90 and once more to PTX."""
+    from polytile.cuda_target import _mappings, _specialize
+
     parts = [cuda_codegen.cuda_prelude()]
     count = 0
+    promoted = 0
     for path, n in CASES:
         prog, case, shapes = _case(path, n)
         for dt in ("float32", "float64"):
             if dt == "float64" and n > 0:
                 continue
-            from polytile.cuda_target import _specialize
-
-            _, scop, sched, _, maps = _specialize(prog, shapes, [dt] * len(shapes), "nvidia-h100", None, None)
-            # float64 also with shared-memory staging where it applies
-            src = cuda_codegen.generate(scop, sched, maps, entry=f"pt_ex{count}", prelude=False,
-                                        shared=dt == "float64")
+            threads = None if dt == "float32" else 256
+            _, scop, sched, lim, _ = _specialize(prog, shapes, [dt] * len(shapes), "nvidia-h100", threads, None)
+            maps, _ = _mappings(scop, sched, lim, "nvidia-h100", threads, None if dt == "float32" else True, None)
+            promoted += sum(m.shared is not None for m in maps)
+            src = cuda_codegen.generate(scop, sched, maps, entry=f"pt_ex{count}", prelude=False)
             parts.append(f"namespace pt_ns{count} {{\n{src.text}\n}}\n")
             count += 1
     text = "\n".join(parts)
     lib = runtime.build(text, lang="cuda", flags=cuda_codegen.nvcc_flags("sm_90"), name_hint="all_examples")
-    assert lib.is_file() and count >= len(PATHS)
+    assert lib.is_file() and count >= len(PATHS) and promoted > len(PATHS) // 2
+    ptx = runtime.build(text, lang="cuda", flags=cuda_codegen.nvcc_flags("sm_90", ptx=True), name_hint="all_examples_ptx")
+    body = ptx.read_text()
+    assert ".target sm_90" in body and body.count(".entry ") >= count
 
 
 # ---------------------------------------------------------------------------
