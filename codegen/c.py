@@ -30,7 +30,7 @@ from polytile.errors import InternalError
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
 
-from . import microkernel
+from . import microkernel, pack
 
 CTYPE = {
     "float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
@@ -234,7 +234,18 @@ class AstPrinter:
         self.locals: set = set()
         self.vector_types: set = set()  # (dtype, lanes) used by register tiles
         self.regtiles = 0
+        self.packed_regtiles = 0  # register tiles that read packed buffers
         self.notes: List[str] = []  # why a requested optimisation was not applied
+        # Packing (see codegen/pack.py): boxes isl computed per pack mark, the
+        # buffers allocated by the entry function (with whether each is per thread),
+        # the packed buffer of each array inside the current subtree, and the C
+        # variables (buffer slices, box origins) that outlined functions must receive.
+        self.footprints: Dict[str, pack.Footprint] = {}
+        self.pack_buffers: List[Tuple[pack.PackBuffer, bool]] = []
+        self.packed: Dict[str, pack.PackBuffer] = {}
+        self.pack_scope: List[Tuple[str, str]] = []  # (parameter declaration, name)
+        self.parallel_depth = 0
+        self.allow_packs = outline  # the entry function owns the buffers; regions (C source) have none
 
     @staticmethod
     def ctype(dtype: str) -> str:
@@ -260,6 +271,8 @@ class AstPrinter:
                 inside = self.node(inner, marks)
                 self.body.locals = saved
                 return [cgen.Block([cgen.Line(f"{ctype(arr.dtype)} {local};")] + inside)]
+            if name.startswith("pack "):
+                return self._pack(n, name, inner, marks)
             if name.startswith("regtile "):
                 code = microkernel.emit(self, inner, name, marks, lambda: self.node(inner, marks))
                 return code if code is not None else self.node(inner, marks)
@@ -283,6 +296,32 @@ class AstPrinter:
         if t == isl.ast_node_type.user:
             return [self._user(n.user_get_expr())]
         raise InternalError(f"unexpected isl AST node type {t}")
+
+    def _pack(self, n: isl.AstNode, name: str, inner: isl.AstNode, marks: Tuple[str, ...]) -> List:
+        """Copy the mark's footprint into a blocked buffer, then the subtree reading through it."""
+        key = pack.annotation(n)
+        fp = self.footprints.get(key) if key else None
+        if fp is None or not self.allow_packs:
+            self.notes.append(f"{name} not applied: " + ("no footprint" if self.allow_packs else "no buffers in a C region"))
+            return self.node(inner, marks)
+        arr = self.arrays[fp.array]
+        k = len(self.pack_buffers)
+        buf = pack.PackBuffer(f"pt_pk{k}", arr, fp.dim, fp.block, fp.size)
+        per_thread = self.parallel_depth > 0
+        self.pack_buffers.append((buf, per_thread))
+        t = ctype(arr.dtype)
+        where = f"pt_pkbuf{k}" + (f" + (long)pt_thread_num() * {buf.elements}" if per_thread else "")
+        head: List[cgen.Generable] = [cgen.Line(f"{t} *restrict {buf.name} = {where};")]
+        head += pack.copy_code(buf, fp, lambda idx: self.body.access(arr.name, tuple(B.Iter(x) for x in idx)))
+        saved_packed, saved_scope = dict(self.packed), list(self.pack_scope)
+        self.packed[arr.name] = buf
+        self.pack_scope.append((f"{t} *restrict {buf.name}", buf.name))
+        self.pack_scope += [(f"const long {buf.origin(d)}", buf.origin(d)) for d in range(len(fp.size))]
+        try:
+            inside = self.node(inner, marks)
+        finally:
+            self.packed, self.pack_scope = saved_packed, saved_scope
+        return [cgen.Block(head + inside)]
 
     def _pragmas(self, marks: Tuple[str, ...]) -> List[str]:
         par = [m for m in marks if m.split(" ")[0] == "parallel"]
@@ -319,19 +358,22 @@ class AstPrinter:
     def _for(self, n: isl.AstNode, marks: Tuple[str, ...]) -> List:
         it = _c(n.for_get_iterator())
         init = _c(n.for_get_init())
+        cond = _c(n.for_get_cond()) if not n.for_is_degenerate() else ""
+        pragmas = self._pragmas(marks) if marks and not n.for_is_degenerate() else []
+        if pragmas and not _canonical(cond, it):
+            pragmas = [p for p in pragmas if p.startswith("GCC")]
+        par = any(p.startswith("omp parallel") for p in pragmas)
         self.scope.append(it)
+        self.parallel_depth += par
         try:
             body = self.node(n.for_get_body())
         finally:
             self.scope.pop()
+            self.parallel_depth -= par
         if n.for_is_degenerate():
             return [cgen.Block([cgen.Line(f"const long {it} = {init};")] + body)]
-        cond = _c(n.for_get_cond())
         inc = _c(n.for_get_inc())
-        pragmas = self._pragmas(marks) if marks else []
-        if pragmas and not _canonical(cond, it):
-            pragmas = [p for p in pragmas if p.startswith("GCC")]
-        if any(p.startswith("omp parallel") for p in pragmas):
+        if par:
             self.parallel_loops += 1
             if self.outline and not self.body.locals:
                 body = [self._outline(it, body)]
@@ -348,12 +390,18 @@ class AstPrinter:
         """
         name = f"pt_par{len(self.outlined)}"
         arrays = [a for a in self.arrays.values() if a.name not in self.locals]
-        params = [_param_type(a) for a in arrays] + [f"const long {x}" for x in self.scope + [it]]
+        # Pack buffers the body may slice, and packed views in scope around the loop.
+        bufs = [(f"{ctype(b.array.dtype)} *restrict pt_pkbuf{k}", f"pt_pkbuf{k}")
+                for k, (b, _) in enumerate(self.pack_buffers)]
+        extra = bufs + self.pack_scope
+        params = ([_param_type(a) for a in arrays] + [d for d, _ in extra]
+                  + [f"const long {x}" for x in self.scope + [it]])
         fn = cgen.FunctionBody(
             cgen.Line(f"static __attribute__((noinline)) void {name}({', '.join(params) or 'void'})"),
             cgen.Block(body))
         self.outlined.append(fn)
-        return cgen.Line(f"{name}({', '.join([a.name for a in arrays] + self.scope + [it])});")
+        args = [a.name for a in arrays] + [v for _, v in extra] + self.scope + [it]
+        return cgen.Line(f"{name}({', '.join(args)});")
 
     def _user(self, call: isl.AstExpr) -> cgen.Generable:
         name = call.op_get_arg(0).id_get_id().get_name()
@@ -414,19 +462,26 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     """
     sched = schedule if schedule is not None else scop.schedule
     entry = entry or f"pt_{scop.name}"
+    footprints: Dict[str, pack.Footprint] = {}
+    errors: List[str] = []
     build = isl.AstBuild.from_context(scop.context)
+    build, hook_handle = build.set_after_each_mark(pack.footprint_hook(scop, footprints, errors))
     ast = build.node_from_schedule(sched)
+    del hook_handle  # the callback is only called while the AST is built
     printer = AstPrinter(scop)
+    printer.footprints = footprints
+    printer.notes.extend(errors)
     printer.locals |= _local_arrays(ast)  # known before any parallel body is outlined
     body = printer.node(ast)
 
     order = {"input": 0, "inout": 1, "output": 2, "temp": 3}
     params = tuple(sorted((a for a in scop.arrays if a.name not in printer.locals), key=lambda a: order[a.kind]))
     decls = [cgen.Line(_param_decl(a, k)) for k, a in enumerate(params)]
+    alloc, free = _pack_buffers(printer.pack_buffers)
     sig = ", ".join(f"void *restrict a{k}" for k in range(len(params))) or "void"
     fn = cgen.FunctionBody(
         cgen.Line(f"int {entry}({sig})"),
-        cgen.Block(decls + body + [cgen.Line("return 0;")]),
+        cgen.Block(decls + alloc + body + free + [cgen.Line("return 0;")]),
     )
     comments = [f" * {ln}" for ln in header.splitlines()] if header else []
     for s in scop.statements:
@@ -436,8 +491,42 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     banner = "/* Generated by polytile.\n" + "\n".join(comments) + "\n */\n"
     vtypes = "".join(microkernel.vec_typedef(d, v, ctype(d)) + "\n" for d, v in sorted(printer.vector_types))
     helpers = "".join(str(f) + "\n\n" for f in printer.outlined)
-    text = banner + PRELUDE + vtypes + "\n" + helpers + str(fn) + "\n"
+    prelude = PRELUDE + (PACK_PRELUDE if printer.pack_buffers else "")
+    text = banner + prelude + vtypes + "\n" + helpers + str(fn) + "\n"
     return KernelSource(entry, text, params)
+
+
+PACK_PRELUDE = r"""#ifdef _OPENMP
+#include <omp.h>
+static inline int pt_thread_num(void) { return omp_get_thread_num(); }
+static inline int pt_max_threads(void) { return omp_get_max_threads(); }
+#else
+static inline int pt_thread_num(void) { return 0; }
+static inline int pt_max_threads(void) { return 1; }
+#endif
+"""
+
+# Returned by the entry function when a packing buffer cannot be allocated (ENOMEM).
+PACK_ENOMEM = 12
+
+
+def _pack_buffers(buffers) -> Tuple[List[cgen.Generable], List[cgen.Generable]]:
+    """Allocation (one slice per thread where the pack runs inside a parallel loop) and release."""
+    if not buffers:
+        return [], []
+    alloc: List[cgen.Generable] = [cgen.Line("const long pt_threads = pt_max_threads();")]
+    free: List[cgen.Generable] = []
+    names = []
+    for k, (buf, per_thread) in enumerate(buffers):
+        t = ctype(buf.array.dtype)
+        count = f"{buf.elements}L" + (" * pt_threads" if per_thread else "")
+        nbytes = f"(({count} * (long)sizeof({t}) + {pack.ALIGN - 1}) / {pack.ALIGN}) * {pack.ALIGN}"
+        alloc.append(cgen.Line(f"{t} *restrict pt_pkbuf{k} = ({t} *)aligned_alloc({pack.ALIGN}, {nbytes});"))
+        names.append(f"pt_pkbuf{k}")
+    frees = " ".join(f"free({x});" for x in names)
+    alloc.append(cgen.Line(f"if ({' || '.join('!' + x for x in names)}) {{ {frees} return {PACK_ENOMEM}; }}"))
+    free.append(cgen.Line(frees))
+    return alloc, free
 
 
 REGION_PRELUDE = """#ifndef floord

@@ -170,33 +170,102 @@ def _emit(printer, n: isl.AstNode, spec, generic) -> List:
     for r in range(MR):
         for v in range(NV):
             lines.append(f"{vt} acc_{r}_{v} = *({vt} *)&{bp.access(body.array, _subst_index(body.index, iname, jname, r, v, V))};")
-    inner: List[str] = []
-    for ld in per_k:
-        inner.append(f"const {printer.ctype(ld.dtype)} {names[ld]} = {bp.access(ld.array, ld.index)};")
-    for v in range(NV):
-        for ld in per_v:
-            inner.append(f"const {vt} {names[ld]}_{v} = *({vt} *)&{bp.access(ld.array, _subst_index(ld.index, iname, jname, 0, v, V))};")
-    for r in range(MR):
-        for ld in per_r:
-            inner.append(f"const {printer.ctype(ld.dtype)} {names[ld]}_{r} = {bp.access(ld.array, _subst_index(ld.index, iname, jname, r, 0, V))};")
+    packed = _packed_loads(printer, per_r, per_v, iname, jname, MR, NR, red_iters)
+
+    def reduction_loop(use_packs: bool) -> cgen.Generable:
+        inner: List[str] = []
+        for ld in per_k:
+            inner.append(f"const {printer.ctype(ld.dtype)} {names[ld]} = {bp.access(ld.array, ld.index)};")
         for v in range(NV):
-            for ld in per_rv:
-                inner.append(f"const {vt} {names[ld]}_{r}_{v} = *({vt} *)&{bp.access(ld.array, _subst_index(ld.index, iname, jname, r, v, V))};")
-            expr = _vexpr(body.value, names, r, v, per_k, per_r, per_v, per_rv, printer)
-            inner.append(f"acc_{r}_{v} {body.reduce}= {expr};")
-    # Reduction loops around the inner body, binding the statement's iterators.
-    binds = [f"const long {v} = {args[v]};" for v in st.iters if v not in (iname, jname) and uses_red(args[v])]
-    loop: cgen.Generable = cgen.Block([cgen.Line(b) for b in binds] + [cgen.Line(x) for x in inner])
-    for it, init, cond, inc in reversed(red_loops):
-        loop = cgen.For(f"long {it} = {init}", cond, f"{it} += {inc}", cgen.Block([loop]))
+            for ld in per_v:
+                if use_packs and ld in packed:
+                    addr = packed[ld].address(bp, ld, v * V)
+                else:
+                    addr = bp.access(ld.array, _subst_index(ld.index, iname, jname, 0, v, V))
+                inner.append(f"const {vt} {names[ld]}_{v} = *({vt} *)&{addr};")
+        for r in range(MR):
+            for ld in per_r:
+                if use_packs and ld in packed:
+                    addr = packed[ld].address(bp, ld, r)
+                else:
+                    addr = bp.access(ld.array, _subst_index(ld.index, iname, jname, r, 0, V))
+                inner.append(f"const {printer.ctype(ld.dtype)} {names[ld]}_{r} = {addr};")
+            for v in range(NV):
+                for ld in per_rv:
+                    inner.append(f"const {vt} {names[ld]}_{r}_{v} = *({vt} *)&{bp.access(ld.array, _subst_index(ld.index, iname, jname, r, v, V))};")
+                expr = _vexpr(body.value, names, r, v, per_k, per_r, per_v, per_rv, printer)
+                inner.append(f"acc_{r}_{v} {body.reduce}= {expr};")
+        # Reduction loops around the inner body, binding the statement's iterators.
+        binds = [f"const long {v} = {args[v]};" for v in st.iters if v not in (iname, jname) and uses_red(args[v])]
+        loop: cgen.Generable = cgen.Block([cgen.Line(b) for b in binds] + [cgen.Line(x) for x in inner])
+        for it, init, cond, inc in reversed(red_loops):
+            loop = cgen.For(f"long {it} = {init}", cond, f"{it} += {inc}", cgen.Block([loop]))
+        return loop
+
     stores = []
     for r in range(MR):
         for v in range(NV):
             stores.append(cgen.Line(f"*({vt} *)&{bp.access(body.array, _subst_index(body.index, iname, jname, r, v, V))} = acc_{r}_{v};"))
-    fast = cgen.Block([cgen.Line(x) for x in lines] + [loop] + stores)
+    if packed:
+        # Packed slivers are used when the block starts on a block boundary of every
+        # packed buffer (tile sizes that are multiples of mr/nr make this always true).
+        bases = [cgen.Line(x) for pk in packed.values() for x in pk.bases(bp)]
+        aligned = " && ".join(pk.aligned() for pk in packed.values())
+        loop = cgen.If(aligned, cgen.Block([reduction_loop(True)]), cgen.Block([reduction_loop(False)]))
+        fast = cgen.Block([cgen.Line(x) for x in lines] + bases + [loop] + stores)
+        printer.packed_regtiles += 1
+    else:
+        fast = cgen.Block([cgen.Line(x) for x in lines] + [reduction_loop(False)] + stores)
     full = f"({iub}) - ({ilb}) + 1 == {MR} && ({jub}) - ({jlb}) + 1 == {NR}"
     printer.regtiles += 1
     return [cgen.If(full, fast, cgen.Block(generic()))]
+
+
+class _PackedLoad:
+    """How one load of a register tile reads a packed buffer (see codegen/pack.py).
+
+    The load's index along the packed axis is ``x + c`` (``x`` the block loop
+    the axis follows, ``c`` free of the reduction loops), so its position in
+    the box at the block's first row/column is ``q = x0 + c - origin``; when
+    ``q`` is a multiple of the block, the block's rows/columns are one packed
+    sliver: element ``buf[(q / block) * block_stride + inner + lane]``.
+    """
+
+    def __init__(self, key: int, buf, load: B.Load, axis: int, it: str, start: str):
+        self.key, self.buf, self.load, self.axis, self.it, self.start = key, buf, load, axis, it, start
+
+    @property
+    def q(self) -> str:
+        return f"pt_pq{self.key}"
+
+    def bases(self, bp) -> List[str]:
+        at = bp.expr(_subst(self.load.index[self.axis], {self.it: self.start}))
+        return [f"const long {self.q} = ({at}) - {self.buf.origin(self.axis)};"]
+
+    def aligned(self) -> str:
+        return f"{self.q} % {self.buf.block} == 0"
+
+    def address(self, bp, ld: B.Load, lane: int) -> str:
+        t = [f"{bp.expr(e)} - {self.buf.origin(d)}" for d, e in enumerate(ld.index)]
+        return (f"{self.buf.name}[({self.q} / {self.buf.block}) * {self.buf.block_stride} + "
+                f"{self.buf.inner_offset(t)} + {lane}]")
+
+
+def _packed_loads(printer, per_r, per_v, iname, jname, MR, NR, red_iters) -> Dict[B.Load, _PackedLoad]:
+    """The loads of the block that can read a packed buffer in scope."""
+    out: Dict[B.Load, _PackedLoad] = {}
+    for loads, it, block, start in ((per_r, iname, MR, "pt_i0"), (per_v, jname, NR, "pt_j0")):
+        for ld in loads:
+            buf = getattr(printer, "packed", {}).get(ld.array)
+            if buf is None or buf.block != block or len(ld.index) != len(buf.size):
+                continue
+            axes = [d for d, e in enumerate(ld.index) if _depends(e, it)]
+            if axes != [buf.dim] or not _is_iter_plus_const(ld.index[buf.dim], it):
+                continue
+            if any(_depends(ld.index[buf.dim], r) for r in red_iters):
+                continue
+            out[ld] = _PackedLoad(len(out), buf, ld, buf.dim, it, start)
+    return out
 
 
 def _is_iter(e: B.Node, name: str) -> bool:

@@ -52,13 +52,15 @@ class TileConfig:
     order: str = "jki"
     parallel: Optional[str] = None  # loop name to run in parallel ("j_t", "i_t", an O_rest loop...)
     regtile: bool = True
+    pack: bool = True  # copy operand panels into blocked buffers where :func:`pack_plan` says it pays
 
     def to_json(self) -> Dict:
         return dict(self.__dict__)
 
     def __str__(self) -> str:
         return (f"{self.stmt}: {self.i}/{self.j}/{self.k} mc={self.mc} nc={self.nc} kc={self.kc} "
-                f"mr={self.mr} nr={self.nr} order={self.order} par={self.parallel} reg={'y' if self.regtile else 'n'}")
+                f"mr={self.mr} nr={self.nr} order={self.order} par={self.parallel} reg={'y' if self.regtile else 'n'}"
+                + ("" if self.pack or not self.regtile else " pack=n"))
 
 
 @dataclass(frozen=True)
@@ -131,11 +133,9 @@ def apply(s: Schedule, cfg: TileConfig) -> Schedule:
     if r is None:
         raise ScheduleError(f"{cfg.stmt}: not a contraction in its original loop order; cannot block it")
     st = r.stmt
+    plans = pack_plan(s, cfg) if cfg.regtile and cfg.pack else []
     s = s.tile(st, {r.i: [cfg.mc, cfg.mr], r.j: [cfg.nc, cfg.nr], r.k: [cfg.kc]})
-    tiles = {"i": f"{r.i}_t", "j": f"{r.j}_t", "k": f"{r.k}_t"}
-    order = list(r.outer) + [tiles[c] for c in cfg.order] + [f"{r.j}_t1", f"{r.i}_t1"] \
-        + list(r.reductions) + [r.k, r.i, r.j]
-    s = s.reorder(st, order)
+    s = s.reorder(st, blocked_order(r, cfg))
     # Drop parallel marks inherited from the default schedule; choose one explicitly.
     for m in list(s.marks):
         if m[0] == st and m[2] == "parallel":
@@ -144,7 +144,124 @@ def apply(s: Schedule, cfg: TileConfig) -> Schedule:
         s = s.parallel(st, cfg.parallel)
     if cfg.regtile:
         s = s.regtile(st, r.i, r.j, mr=cfg.mr, nr=cfg.nr, lanes=cfg.lanes)
+        for p in plans:
+            s = s.pack(st, p.loop, p.array, dim=p.dim, block=p.block)
     return s
+
+
+def blocked_order(r: Roles, cfg: TileConfig) -> List[str]:
+    """Loop names of the blocked nest, outermost first (see the module docstring)."""
+    tiles = {"i": f"{r.i}_t", "j": f"{r.j}_t", "k": f"{r.k}_t"}
+    return list(r.outer) + [tiles[c] for c in cfg.order] + [f"{r.j}_t1", f"{r.i}_t1"] \
+        + list(r.reductions) + [r.k, r.i, r.j]
+
+
+# A packed element is copied once (a load and a store) and then read ``reuse``
+# times by register tiles instead of through the array's row stride; below
+# this many reads per copy the copy is not worth its traffic.
+PACK_MIN_REUSE = 8
+
+
+@dataclass(frozen=True)
+class PackPlan:
+    """One operand panel to pack: at the start of each iteration of ``loop``."""
+
+    array: str
+    dim: int
+    block: int
+    loop: str
+    reuse: int  # register-tile reads of each packed element per copy
+    elements: int  # footprint of one copy (box of the panel)
+
+
+def pack_plan(s: Schedule, cfg: TileConfig) -> List[PackPlan]:
+    """Operand panels of ``cfg``'s register tile worth packing, and the loop to pack each at.
+
+    An operand read along the register tile's rows (``A[i][k]``: one element
+    per row, broadcast) or columns (``B[k][j]``: a vector per column block),
+    with that axis indexed ``i + c``/``j + c`` (``c`` free of the reduction
+    loops), is packed inside the innermost cache-tile loop its index depends
+    on: the loops inside it that it does not depend on re-read the same panel
+    (``reuse`` = their trip counts), so one copy serves them all.  The panel's
+    footprint is the image of one tile through the access (box of the index
+    ranges).  Unpacked, the tile reads ``mr`` rows (or ``kc`` rows of ``nr``
+    columns) a row stride apart -- as many streams, cache-set conflicts and
+    TLB pages; packed, one contiguous stream.  It pays when
+    ``reuse >= PACK_MIN_REUSE`` (each copied element read that many times).
+
+    >>> # matmul, order kij (k_t, i_t, j_t): A packed at i_t (reuse N/nr), B at j_t (reuse mc/mr)
+    """
+    from .poly import body as B
+
+    r = roles(s, cfg.stmt)
+    if r is None or not cfg.regtile:
+        return []
+    st = s.scop.statement(r.stmt)
+    E = r.extents
+    names = blocked_order(r, cfg)
+    reds = set(r.reductions) | {r.k}
+    tile_of = {f"{r.i}_t": r.i, f"{r.j}_t": r.j, f"{r.k}_t": r.k,
+               f"{r.i}_t1": r.i, f"{r.j}_t1": r.j}
+    trip = {f"{r.i}_t": -(-E[r.i] // cfg.mc), f"{r.j}_t": -(-E[r.j] // cfg.nc), f"{r.k}_t": -(-E[r.k] // cfg.kc),
+            f"{r.i}_t1": -(-min(cfg.mc, E[r.i]) // cfg.mr), f"{r.j}_t1": -(-min(cfg.nc, E[r.j]) // cfg.nr)}
+    for v in r.outer:
+        trip[v] = E[v]
+        tile_of[v] = v
+    cache_loops = [n for n in names if n in trip and not n.endswith("_t1")]
+    plans: List[PackPlan] = []
+    seen = set()
+    for ld in B.loads(st.body.value):
+        if ld.array in seen or ld.array == st.body.array:
+            continue
+        uses = {x.name for e in ld.index for x in B.walk(e) if isinstance(x, B.Iter)}
+        di, dj = r.i in uses, r.j in uses
+        if di == dj:
+            continue  # neither a row- nor a column-operand of the register tile
+        it, block = (r.i, cfg.mr) if di else (r.j, cfg.nr)
+        axes = [d for d, e in enumerate(ld.index) if any(isinstance(x, B.Iter) and x.name == it for x in B.walk(e))]
+        if len(axes) != 1:
+            continue
+        e = ld.index[axes[0]]
+        e_iters = {x.name for x in B.walk(e) if isinstance(x, B.Iter)}
+        if e_iters & reds:
+            continue  # e.g. w + kw: the block's rows shift with the reduction
+        if len(ld.index) < 2:
+            continue  # a vector operand is one stream already
+        dep_loops = [n for n in cache_loops if tile_of[n] in uses]
+        if not dep_loops:
+            continue
+        loop = dep_loops[-1]
+        inner = names[names.index(loop) + 1:]
+        reuse = 1
+        for n in inner:
+            if n in trip and tile_of[n] not in uses:
+                reuse *= trip[n]
+        if reuse < PACK_MIN_REUSE:
+            continue
+        arr = s.scop.array(ld.array)
+        elements = 1
+        for d, ex in enumerate(ld.index):
+            iters = {x.name for x in B.walk(ex) if isinstance(x, B.Iter)}
+            size = 1
+            for v in iters:
+                size += _tile_extent(v, r, cfg) - 1
+            elements *= min(size, arr.shape[d])
+        plans.append(PackPlan(ld.array, axes[0], block, loop, reuse, elements))
+        seen.add(ld.array)
+    return plans
+
+
+def _tile_extent(v: str, r: Roles, cfg: TileConfig) -> int:
+    """Range of iterator ``v`` inside one cache tile."""
+    if v == r.i:
+        return min(cfg.mc, r.extents[v])
+    if v == r.j:
+        return min(cfg.nc, r.extents[v])
+    if v == r.k:
+        return min(cfg.kc, r.extents[v])
+    if v in r.reductions:
+        return r.extents[v]
+    return 1
 
 
 def _pow2_upto(n: int, lo: int = 1) -> List[int]:

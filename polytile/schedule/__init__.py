@@ -1,7 +1,7 @@
 """Schedules: data (:mod:`.core`), transformations (:mod:`.transforms`), isl's scheduler (:mod:`.auto`),
 array contraction (:mod:`.contract`)."""
 from .core import PARALLEL, SIMD, UNROLL, Schedule, Step, StmtSchedule, initial
-from .transforms import (TRANSFORMS, apply_step, auto_parallel, distribute, fuse, interchange, parallel, reorder,
+from .transforms import (TRANSFORMS, apply_step, auto_parallel, distribute, fuse, interchange, pack, parallel, reorder,
                          regtile, reverse, shift, skew, split, tile, unmark, unroll, vectorize)
 from .auto import FUSION, automatic, from_flat, isl_schedule
 from .contract import contracted_bytes, traffic_saved
@@ -9,7 +9,7 @@ from .contract import contracted_bytes, traffic_saved
 __all__ = [
     "Schedule", "Step", "StmtSchedule", "initial", "automatic", "from_flat", "isl_schedule", "FUSION",
     "interchange", "reorder", "tile", "split", "skew", "reverse", "shift", "fuse", "distribute", "parallel",
-    "vectorize", "unroll", "unmark", "regtile", "auto_parallel", "apply_step", "TRANSFORMS", "contracted_bytes",
+    "vectorize", "unroll", "unmark", "regtile", "pack", "auto_parallel", "apply_step", "TRANSFORMS", "contracted_bytes",
     "traffic_saved", "PARALLEL", "SIMD", "UNROLL",
 ]
 

@@ -51,7 +51,8 @@ PARALLEL = "parallel"
 SIMD = "simd"
 UNROLL = "unroll"
 REGTILE = "regtile"
-MARK_KINDS = (PARALLEL, SIMD, UNROLL, REGTILE)
+PACK = "pack"  # arg (array, array dim, block): copy the array's tile footprint into a packed buffer
+MARK_KINDS = (PARALLEL, SIMD, UNROLL, REGTILE, PACK)
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,18 @@ class Schedule:
         for stmt, loop, kind, arg in sorted(self.marks, key=str):
             if kind in (PARALLEL, SIMD):
                 self._check_parallel(what, stmt, loop, kind, arg)
+            elif kind == PACK:
+                self._check_pack(what, stmt, loop, arg)
         return self
+
+    def _check_pack(self, what: str, stmt: str, loop: str, arg) -> None:
+        """A packed copy is only a copy if nothing inside the loop writes the array."""
+        array = arg[0]
+        group = self.group(stmt, self.loop_dim(stmt, loop))
+        writers = [g for g in group if self.scop.statement(g).write_map().get_tuple_name(isl.dim_type.out) == array]
+        if writers:
+            raise IllegalSchedule(f"{what} is illegal: array {array!r} is written inside loop {loop!r} "
+                                  f"(by {', '.join(sorted(writers))}), so a packed copy of it would go stale")
 
     def _check_parallel(self, what: str, stmt: str, loop: str, kind: str, arg) -> None:
         dim = self.loop_dim(stmt, loop)
@@ -330,6 +342,10 @@ class Schedule:
             if all(v is not None for v in values.values()):
                 distinct = sorted(set(values.values()))
                 if len(distinct) == 1:
+                    if self.packs_at(group, dim):
+                        # A loop of one iteration has no band, but its packs still run
+                        # (once), around everything inside it.
+                        return self._wrap_packs(group, dim, self._subtree(group, dim + 1))
                     dim += 1
                     continue
                 kids = []
@@ -346,6 +362,7 @@ class Schedule:
             band = f'{{ schedule: "{isl.MultiUnionPwAff.from_union_pw_aff(upa)}"'
             inner = self._subtree(group, dim + 1)
             inner = self._wrap_locals(group, dim, inner)
+            inner = self._wrap_packs(group, dim, inner)
             text = band + (f", child: {inner}" if inner else "") + " }"
             # "dim N" sits right on the band, so the code generator can tell whether
             # isl emitted this band's loop (it drops loop marks when it did not).
@@ -389,6 +406,20 @@ class Schedule:
             inner = f'{{ mark: "local {arr}", child: {inner} }}' if inner else inner
         return inner
 
+    def packs_at(self, group: Sequence[str], dim: int) -> List[Tuple[str, int, int]]:
+        """``[(array, array dim, block), ...]`` packed at the start of each iteration of loop ``dim``."""
+        found = {}
+        for stmt, loop, kind, arg in self.marks:
+            if kind == PACK and stmt in group and self.table[stmt].names[dim] == loop:
+                found[arg[0]] = (str(arg[0]), int(arg[1]), int(arg[2]))
+        return [found[a] for a in sorted(found)]
+
+    def _wrap_packs(self, group: Sequence[str], dim: int, inner: str) -> str:
+        # Inside the band: the copy runs once per iteration of this loop, before its body.
+        for arr, d, block in reversed(self.packs_at(group, dim)):
+            inner = f'{{ mark: "{PACK} {arr} {d} {block}", child: {inner} }}' if inner else inner
+        return inner
+
     def local_arrays(self, group: Sequence[str], dim: int) -> List[str]:
         """Temporaries that can live in a scalar inside loop ``dim`` of ``group`` (array contraction)."""
         from .contract import contractible  # local import: contract builds on this module
@@ -423,13 +454,18 @@ class Schedule:
                     for v in distinct:
                         self._describe([g for g in group if values[g] == v], dim + 1, indent, lines, at)
                     return
+                loop = "/".join(sorted({self.table[g].names[dim] for g in group if self.table[g].names[dim]}))
+                for a, d, b in self.packs_at(group, dim):  # a one-iteration loop: packed once here
+                    lines.append("  " * indent + f"[pack {a} dim {d} by {b}]  (at {loop}, one iteration)")
                 dim += 1
                 continue
             loops = sorted({self.table[g].names[dim] for g in group if self.table[g].names[dim]})
             marks = self._marks_at(group, dim)
             locs = self.local_arrays(group, dim)
+            packs = self.packs_at(group, dim)
             rng = _value_range([self.table[g].map for g in group], dim)
-            note = "".join(f"  [{m}]" for m in marks) + "".join(f"  [local {a}]" for a in locs)
+            note = ("".join(f"  [{m}]" for m in marks) + "".join(f"  [local {a}]" for a in locs)
+                    + "".join(f"  [pack {a} dim {d} by {b}]" for a, d, b in packs))
             lines.append("  " * indent + f"for {'/'.join(loops)} in {rng}:{note}")
             # A statement with a constant here runs in one iteration of this loop only.
             inner_at = {g: list(at.get(g, [])) for g in group}

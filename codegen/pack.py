@@ -1,0 +1,199 @@
+"""Packing: copy an operand's tile footprint into a contiguous, blocked buffer.
+
+A ``pack A D BLOCK`` mark (see :func:`polytile.schedule.transforms.pack`) sits
+just inside a loop.  While isl builds the AST, :func:`footprint_hook` computes
+the mark's footprint: with ``T`` the build's outer schedule (the iterators
+``c0..cL`` fixed at the mark) and ``R`` the reads of ``A``,
+
+    F = T^-1 . R            e.g. { [c0, c1, c2] -> B[k, j] : 16c2 <= k < 16c2 + 16 and 64c1 <= j < 64c1 + 64 }
+
+and for every array axis ``d`` the box ``[lo_d(c), lo_d(c) + S_d)`` with
+``lo_d = dim_min(F, d)`` (an isl piecewise affine function of the outer
+iterators, printed with the build) and ``S_d = max over c of
+(dim_max - dim_min + 1)`` (a constant: shapes are concrete).  The copy runs
+at the mark, once per iteration of the loop, and fills
+
+    P[t_D / BLOCK][t_0]...[t_{n-1} without t_D][t_D % BLOCK],  t_d = index_d - lo_d
+
+so a register tile whose rows (or vector columns) run along axis ``D`` reads
+``BLOCK`` consecutive elements per step of its reduction loop, and those
+slivers follow each other in memory.  Elements of the box outside the array
+are skipped (never read: the fast path only reads the footprint).
+
+Buffers are allocated once per call by the entry function (one slice per
+OpenMP thread when the mark is inside a parallel loop) and freed before it
+returns; the copy and the register tiles only ever read them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import cgen
+import islpy as isl
+
+from polytile.poly.scop import Array, Scop
+
+ALIGN = 64  # bytes: one cache line, and a full AVX-512 vector
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """The box of one pack mark: C expressions of its lower corner, constant sizes."""
+
+    array: str
+    dim: int
+    block: int
+    lo: Tuple[str, ...]  # C expressions in the AST iterators
+    size: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class PackBuffer:
+    """One packed buffer as the code generator uses it."""
+
+    name: str  # C identifier of the (per-thread slice) pointer
+    array: Array
+    dim: int
+    block: int
+    size: Tuple[int, ...]  # box extent per array axis
+
+    @property
+    def nblocks(self) -> int:
+        return -(-self.size[self.dim] // self.block)
+
+    @property
+    def block_stride(self) -> int:
+        """Elements between consecutive blocks along the packed axis."""
+        n = self.block
+        for d, s in enumerate(self.size):
+            if d != self.dim:
+                n *= s
+        return n
+
+    @property
+    def elements(self) -> int:
+        return self.nblocks * self.block_stride
+
+    def origin(self, d: int) -> str:
+        return f"{self.name}_o{d}"
+
+    def inner_offset(self, t: Sequence[str]) -> str:
+        """Offset of the other axes' positions ``t`` (C expressions, relative to the box), times the block."""
+        terms: List[str] = []
+        stride = self.block
+        for d in reversed(range(len(self.size))):
+            if d == self.dim:
+                continue
+            terms.append(f"({t[d]}) * {stride}" if stride != 1 else f"({t[d]})")
+            stride *= self.size[d]
+        return " + ".join(reversed(terms)) or "0"
+
+
+def parse_mark(name: str) -> Optional[Tuple[str, int, int]]:
+    """``"pack B 1 32"`` -> ``("B", 1, 32)``."""
+    parts = name.split()
+    if len(parts) != 4 or parts[0] != "pack":
+        return None
+    return parts[1], int(parts[2]), int(parts[3])
+
+
+def footprint_hook(scop: Scop, found: Dict[str, Footprint], errors: List[str]) -> Callable:
+    """An isl ``after_each_mark`` callback that annotates pack marks with their footprint.
+
+    The annotation is an isl id ``pack#N``; ``found["pack#N"]`` holds the box.
+    Exceptions must not cross into isl, so failures are collected in ``errors``
+    (the mark is then left without annotation and generates no copy).
+    """
+    by_array: Dict[str, isl.UnionMap] = {}
+
+    def reads_of(array: str) -> isl.UnionMap:
+        if array not in by_array:
+            acc = isl.UnionMap.empty(scop.reads.get_space())
+            maps: List[isl.Map] = []
+            scop.reads.foreach_map(maps.append)
+            for m in maps:
+                if m.get_tuple_name(isl.dim_type.out) == array:
+                    acc = acc.union(isl.UnionMap.from_map(m))
+            by_array[array] = acc
+        return by_array[array]
+
+    def hook(node: isl.AstNode, build: isl.AstBuild) -> isl.AstNode:
+        try:
+            spec = parse_mark(node.mark_get_id().get_name())
+            if spec is None:
+                return node
+            array, dim, block = spec
+            fp = build.get_schedule().reverse().apply_range(reads_of(array))
+            if fp.is_empty():
+                errors.append(f"pack {array}: nothing read under the mark")
+                return node
+            fmap = isl.Map.from_union_map(fp)
+            lo: List[str] = []
+            size: List[int] = []
+            for d in range(fmap.dim(isl.dim_type.out)):
+                pmin, pmax = fmap.dim_min(d), fmap.dim_max(d)
+                ext = pmax.sub(pmin).add_constant_val(isl.Val.one(pmin.get_ctx())).max_val()
+                if not ext.is_int():
+                    errors.append(f"pack {array}: axis {d} has no bounded extent ({ext})")
+                    return node
+                lo.append(build.expr_from_pw_aff(pmin).to_C_str())
+                size.append(int(ext.to_python()))
+            key = f"pack#{len(found)}"
+            found[key] = Footprint(array, dim, block, tuple(lo), tuple(size))
+            return node.set_annotation(isl.Id(key, context=node.get_ctx()))
+        except Exception as e:  # noqa: BLE001 - never let an exception unwind through isl
+            errors.append(f"pack footprint failed: {type(e).__name__}: {e}")
+            return node
+
+    return hook
+
+
+def annotation(node: isl.AstNode) -> Optional[str]:
+    """The ``pack#N`` annotation of a mark node, or None."""
+    try:
+        ann = node.get_annotation()
+    except isl.Error:
+        return None
+    return ann.get_name() if ann is not None else None
+
+
+def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], str]) -> List[cgen.Generable]:
+    """C lines that bind the box origin and fill ``buf`` from the array.
+
+    ``elem(index)`` is the C lvalue of the array at the given index expressions.
+    Loops run in the array's own axis order, the packed axis split into its
+    blocks and the lanes of a block, so the innermost loop copies a run of
+    consecutive elements whenever the packed axis is the array's last one
+    (``B[k][j]`` packed along ``j``), and otherwise reads consecutive elements
+    (``A[i][k]`` packed along ``i``: a transpose of ``block`` rows).  Bounds are
+    clipped to the array: box cells outside it are never read.
+    """
+    n = len(fp.size)
+    lines: List[cgen.Generable] = [cgen.Line(f"const long {buf.origin(d)} = {fp.lo[d]};") for d in range(n)]
+    x = [f"pt_x{d}" for d in range(n)]
+    lo = {d: f"max({buf.origin(d)}, 0)" for d in range(n)}
+    hi = {d: f"min({buf.origin(d)} + {fp.size[d]}, {buf.array.shape[d]})" for d in range(n)}
+    t = [f"{x[d]} - {buf.origin(d)}" for d in range(n)]
+    D, BS = buf.dim, buf.block
+    # x_D = origin + pt_b * BS + pt_l: block pt_b, lane pt_l
+    xD = f"{buf.origin(D)} + pt_b * {BS} + pt_l"
+    idx = [xD if d == D else x[d] for d in range(n)]
+    target = f"pt_b * {buf.block_stride} + {buf.inner_offset(t)} + pt_l"
+    code: cgen.Generable = cgen.Line(f"{buf.name}[{target}] = {elem(idx)};")
+    order = list(range(n))
+    if D == n - 1:
+        loops = [("axis", d) for d in order if d != D] + [("block", D), ("lane", D)]
+    else:
+        loops = [("axis", d) for d in order if d < D] + [("block", D), ("lane", D)] + \
+                [("axis", d) for d in order if d > D]
+    for kind, d in reversed(loops):
+        if kind == "axis":
+            code = cgen.For(f"long {x[d]} = {lo[d]}", f"{x[d]} < {hi[d]}", f"{x[d]} += 1", cgen.Block([code]))
+        elif kind == "lane":
+            first = f"max(0L, {lo[d]} - {buf.origin(d)} - pt_b * {BS})"
+            last = f"min({BS}L, {hi[d]} - {buf.origin(d)} - pt_b * {BS})"
+            code = cgen.For(f"long pt_l = {first}", f"pt_l < {last}", "pt_l += 1", cgen.Block([code]))
+        else:
+            code = cgen.For(f"long pt_b = 0", f"pt_b < {buf.nblocks}", "pt_b += 1", cgen.Block([code]))
+    return lines + [code]

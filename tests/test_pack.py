@@ -1,0 +1,153 @@
+"""Packing of operand panels (schedule ``pack`` step, codegen/pack.py, autotile.pack_plan).
+
+The packed code is checked against the numpy oracle on integer inputs (exact)
+for aligned and misaligned tiles, edges, several threads, and programs where
+only some operands can be packed; legality and the plan are checked directly.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import polytile
+from polytile import IllegalSchedule, autotile, pipeline
+from polytile.errors import ScheduleError
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def path_of(name: str) -> Path:
+    return EXAMPLES / f"{name}.tile"
+
+
+def ints(name: str, dims: str, rng, dtype=np.float32):
+    prog = polytile.load_program(path_of(name))
+    shapes = polytile.shapes_from_dims(prog, pipeline.parse_dims(dims))
+    return [rng.integers(-4, 5, size=sh).astype(dtype) for sh in shapes]
+
+
+def run(name: str, dims: str, s, rng, dtype=np.float32) -> str:
+    k = polytile.compile(path_of(name), schedule=s)
+    ins = ints(name, dims, rng, dtype)
+    got = k(*ins)
+    want = polytile.reference(path_of(name), *ins)
+    np.testing.assert_array_equal(got, want)
+    return k.source(*ins)
+
+
+def blocked_matmul(dims: str, ti: int, tj: int, tk: int, mr: int, nr: int, lanes: int = 16):
+    s = polytile.schedule(path_of("matmul"), dims=dims)
+    s = s.tile("S0", i=[ti, mr], j=[tj, nr], k=[tk])
+    s = s.reorder("S0", ["i_t", "j_t", "k_t", "j_t1", "i_t1", "k", "i", "j"])
+    return s.regtile("S0", "i", "j", mr=mr, nr=nr, lanes=lanes)
+
+
+@pytest.mark.parametrize("a_loop,b_loop", [("k_t", "k_t"), ("i_t", "j_t"), ("j_t1", "i_t1"), ("i_t", "k_t")])
+def test_packed_matmul_matches_oracle(a_loop, b_loop, rng):
+    dims = "M=70,N=100,K=50"
+    s = blocked_matmul(dims, 32, 64, 16, 8, 32)
+    s = s.pack("S0", b_loop, "B", dim=1, block=32).pack("S0", a_loop, "A", dim=0, block=8)
+    src = run("matmul", dims, s, rng)
+    assert "pt_pkbuf0" in src and "pt_pq" in src  # the register tiles read the panels
+
+
+def test_misaligned_tiles_fall_back_and_stay_exact(rng):
+    # Tiles of 20 rows with mr=8: blocks straddle the packed blocks, so the
+    # register tile must notice the misalignment and read the arrays instead.
+    dims = "M=45,N=70,K=13"
+    s = blocked_matmul(dims, 20, 48, 5, 8, 32)
+    s = s.pack("S0", "k_t", "A", dim=0, block=8).pack("S0", "k_t", "B", dim=1, block=32)
+    run("matmul", dims, s, rng)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(m=st.integers(1, 40), n=st.integers(1, 70), k=st.integers(1, 20),
+       ti=st.sampled_from([8, 16, 24, 13]), tj=st.sampled_from([32, 64, 48]), tk=st.sampled_from([4, 7, 16]),
+       mr=st.sampled_from([2, 4, 8]), loops=st.sampled_from([("k_t", "k_t"), ("i_t", "j_t"), ("j_t1", "i_t1")]))
+def test_packed_matmul_random_shapes(m, n, k, ti, tj, tk, mr, loops, rng):
+    dims = f"M={m},N={n},K={k}"
+    s = blocked_matmul(dims, ti, tj, tk, mr, 16, lanes=8)
+    s = s.pack("S0", loops[0], "A", dim=0, block=mr).pack("S0", loops[1], "B", dim=1, block=16)
+    run("matmul", dims, s, rng)
+
+
+def test_packed_float64_and_int32(rng):
+    dims = "M=33,N=40,K=9"
+    s = blocked_matmul(dims, 16, 32, 8, 4, 8, lanes=8)
+    s = s.pack("S0", "k_t", "A", dim=0, block=4).pack("S0", "k_t", "B", dim=1, block=8)
+    run("matmul", dims, s, rng, dtype=np.float64)
+    run("matmul", dims, s, rng, dtype=np.int32)
+
+
+def test_pack_of_written_array_is_illegal():
+    s = blocked_matmul("M=16,N=32,K=8", 8, 32, 8, 8, 32)
+    with pytest.raises(IllegalSchedule, match="written inside loop"):
+        s.pack("S0", "k_t", "C", dim=1, block=32)
+
+
+def test_pack_argument_errors():
+    s = blocked_matmul("M=16,N=32,K=8", 8, 32, 8, 8, 32)
+    with pytest.raises(ScheduleError, match="no array 'Q'"):
+        s.pack("S0", "k_t", "Q", dim=0, block=8)
+    with pytest.raises(ScheduleError, match="dim must be an axis"):
+        s.pack("S0", "k_t", "A", dim=2, block=8)
+    with pytest.raises(ScheduleError, match="block must be a positive"):
+        s.pack("S0", "k_t", "A", dim=0, block=0)
+
+
+def test_pack_shows_in_describe_and_replays_from_json(rng, tmp_path):
+    dims = "M=40,N=64,K=24"
+    s = blocked_matmul(dims, 16, 64, 8, 8, 32).pack("S0", "k_t", "B", dim=1, block=32)
+    assert "[pack B dim 1 by 32]" in s.describe()
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(s.to_json()))
+    k1 = polytile.compile(path_of("matmul"), schedule=s)
+    k2 = polytile.compile(path_of("matmul"), schedule=str(f))
+    ins = ints("matmul", dims, rng)
+    assert k1.source(*ins) == k2.source(*ins)
+    np.testing.assert_array_equal(k2(*ins), polytile.reference(path_of("matmul"), *ins))
+
+
+def test_conv_packs_the_filter_not_the_shifted_input(rng):
+    dims = "N=1,H=12,W=40,CI=8,KH=3,KW=3,CO=32"
+    s = polytile.schedule(path_of("conv2d"), dims=dims)
+    r = autotile.roles(s, "S0")
+    cfg = autotile.TileConfig("S0", r.i, r.j, r.k, mc=16, nc=32, kc=8, mr=4, nr=16, lanes=16, order="jki",
+                              parallel=None)
+    plans = autotile.pack_plan(s, cfg)
+    # I[n, y + ky, x + kx, ci]: the rows of a block move with kx -> not packable.
+    assert [p.array for p in plans] == ["F"]
+    s2 = autotile.apply(s, cfg)
+    src = run("conv2d", dims, s2, rng)
+    assert "pt_pkbuf0" in src
+
+
+def test_plan_places_each_panel_inside_its_innermost_loop():
+    s = polytile.schedule(path_of("matmul"), dims="M=1024,N=1024,K=1024")
+    cfg = autotile.TileConfig("S0", "i", "j", "k", 256, 256, 256, 8, 32, 16, "kij", "i_t")
+    plans = {p.array: p for p in autotile.pack_plan(s, cfg)}
+    assert (plans["A"].loop, plans["A"].dim, plans["A"].block) == ("i_t", 0, 8)
+    assert (plans["B"].loop, plans["B"].dim, plans["B"].block) == ("j_t", 1, 32)
+    assert plans["A"].reuse == 1024 // 32  # every column block of the row panel's j range
+    assert plans["B"].reuse == 256 // 8
+    assert plans["A"].elements == 256 * 256 and plans["B"].elements == 256 * 256
+    # Small tiles re-read a panel too few times to pay for the copy.
+    small = autotile.TileConfig("S0", "i", "j", "k", 16, 64, 64, 8, 32, 16, "ijk", "i_t")
+    assert autotile.pack_plan(s, small) == []
+    assert autotile.pack_plan(s, autotile.TileConfig(**{**cfg.to_json(), "pack": False})) != []  # plan ignores flag
+    assert "pack" not in str(autotile.apply(s, autotile.TileConfig(**{**cfg.to_json(), "pack": False})).steps)
+
+
+def test_autotiled_packed_batched_matmul(rng):
+    dims = "NB=3,M=40,N=64,K=32"
+    s = polytile.schedule(path_of("batched_matmul"), dims=dims)
+    r = autotile.roles(s, "S0")
+    cfg = autotile.TileConfig("S0", r.i, r.j, r.k, mc=16, nc=64, kc=32, mr=2, nr=16, lanes=16, order="kji",
+                              parallel=r.outer[0])
+    assert autotile.pack_plan(s, cfg)
+    run("batched_matmul", dims, autotile.apply(s, cfg), rng)
