@@ -329,7 +329,10 @@ def estimate(scop, s: Schedule, m: GpuMapping, hw: Any, *, registers_per_thread:
     warp = hw.warp_size
     flops = wavefronts = traffic = 0.0
     lanes_eff = []
-    threads_total = 1
+    launches = 1
+    for h in m.host:
+        launches *= max(0, h.hi - h.lo + 1)
+    threads_total = launches  # threads over every launch
     for a in m.axes:
         threads_total *= a.total
     for name in m.statements:
@@ -379,9 +382,6 @@ def estimate(scop, s: Schedule, m: GpuMapping, hw: Any, *, registers_per_thread:
             wavefronts += 2 * (-(-t.cells * item // WAVEFRONT_BYTES)) * steps_total
     gx, gy, gz = m.grid
     launched = max(1, gx * gy * gz)
-    launches = 1
-    for h in m.host:
-        launches *= max(0, h.hi - h.lo + 1)
     total_n = sum(n for n, _ in lanes_eff) or 1
     lane_frac = sum(n * f for n, f in lanes_eff) / total_n if lanes_eff else 1.0
     sms = hw.sms
@@ -392,12 +392,13 @@ def estimate(scop, s: Schedule, m: GpuMapping, hw: Any, *, registers_per_thread:
     hide = min(1.0, resident * warps_per_block / (SATURATION * (hw.max_threads_per_sm // warp)))
     dtype = _kernel_dtype(scop, m)
     peak_sm = hw.peak_gflops(dtype) * 1e9 / sms
-    per = resident / launched  # one SM's share of the work per wave, as a fraction of the kernel
+    # The totals cover every host-loop iteration; one launch does 1/launches of them.
+    per = resident / launched / max(1, launches)  # one SM's share of one launch's work per wave
     compute = per * flops / (peak_sm * max(lane_frac, 1.0 / warp)) / hide
     onchip = per * wavefronts / (hw.clock_ghz * 1e9) / hide
     memory = per * traffic / (hw.global_bandwidth_gbs * 1e9 / sms) / hide
     time = launches * (waves * max(compute, onchip, memory) + LAUNCH_S)
-    return GpuEstimate(m, regs, smem, occ, flops * launches, wavefronts * launches, traffic * launches, launches,
+    return GpuEstimate(m, regs, smem, occ, flops, wavefronts, traffic, launches,
                        compute * waves * launches, onchip * waves * launches, memory * waves * launches, time)
 
 

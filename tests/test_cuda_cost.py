@@ -250,3 +250,20 @@ def test_promotion_on_and_off_same_results(name, shapes):
                 np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
             tried += 1
     assert tried >= 1
+
+
+def test_host_loop_kernels_pay_a_launch_per_iteration():
+    """jacobi-1d's sweeps run once per t: the estimate counts T launches and the work of all of them once."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_cuda import _jacobi1d
+    from polytile.cuda_target import compile_scop_cuda
+
+    T, N = 10, 100000
+    k = compile_scop_cuda(_jacobi1d(T=T, N=N), emulate=True)
+    for m, e in zip(k.mappings, k.estimates):
+        assert e.launches == T and e.time_s >= T * gpucost.LAUNCH_S
+        flops_per_instance = 2 if m.statements == ("S",) else 0  # S adds three loads (two adds), U copies
+        assert e.flops == flops_per_instance * T * (N - 2)
