@@ -312,7 +312,8 @@ class AstPrinter:
         t = ctype(arr.dtype)
         where = f"pt_pkbuf{k}" + (f" + (long)pt_thread_num() * {buf.elements}" if per_thread else "")
         head: List[cgen.Generable] = [cgen.Line(f"{t} *restrict {buf.name} = {where};")]
-        head += pack.copy_code(buf, fp, lambda idx: self.body.access(arr.name, tuple(B.Iter(x) for x in idx)))
+        head += pack.copy_code(buf, fp, lambda idx: self.body.access(arr.name, tuple(B.Iter(x) for x in idx)),
+                               parallel=not per_thread)
         saved_packed, saved_scope = dict(self.packed), list(self.pack_scope)
         self.packed[arr.name] = buf
         self.pack_scope.append((f"{t} *restrict {buf.name}", buf.name))

@@ -158,7 +158,8 @@ def annotation(node: isl.AstNode) -> Optional[str]:
     return ann.get_name() if ann is not None else None
 
 
-def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], str]) -> List[cgen.Generable]:
+def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], str], *,
+              parallel: bool = False) -> List[cgen.Generable]:
     """C lines that bind the box origin and fill ``buf`` from the array.
 
     ``elem(index)`` is the C lvalue of the array at the given index expressions.
@@ -167,7 +168,9 @@ def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], st
     consecutive elements whenever the packed axis is the array's last one
     (``B[k][j]`` packed along ``j``), and otherwise reads consecutive elements
     (``A[i][k]`` packed along ``i``: a transpose of ``block`` rows).  Bounds are
-    clipped to the array: box cells outside it are never read.
+    clipped to the array: box cells outside it are never read.  With
+    ``parallel`` (a buffer shared by the threads, filled outside any parallel
+    loop) the outermost copy loop is split over the threads.
     """
     n = len(fp.size)
     lines: List[cgen.Generable] = [cgen.Line(f"const long {buf.origin(d)} = {fp.lo[d]};") for d in range(n)]
@@ -196,4 +199,6 @@ def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], st
             code = cgen.For(f"long pt_l = {first}", f"pt_l < {last}", "pt_l += 1", cgen.Block([code]))
         else:
             code = cgen.For(f"long pt_b = 0", f"pt_b < {buf.nblocks}", "pt_b += 1", cgen.Block([code]))
+    if parallel:
+        return lines + [cgen.Pragma("omp parallel for schedule(static)"), code]
     return lines + [code]

@@ -172,6 +172,7 @@ class PackPlan:
     loop: str
     reuse: int  # register-tile reads of each packed element per copy
     elements: int  # footprint of one copy (box of the panel)
+    copies: int  # times the panel is copied in one run (iterations of the loops down to ``loop``)
 
 
 def pack_plan(s: Schedule, cfg: TileConfig) -> List[PackPlan]:
@@ -246,7 +247,10 @@ def pack_plan(s: Schedule, cfg: TileConfig) -> List[PackPlan]:
             for v in iters:
                 size += _tile_extent(v, r, cfg) - 1
             elements *= min(size, arr.shape[d])
-        plans.append(PackPlan(ld.array, axes[0], block, loop, reuse, elements))
+        copies = 1
+        for n in names[:names.index(loop) + 1]:
+            copies *= trip.get(n, 1)
+        plans.append(PackPlan(ld.array, axes[0], block, loop, reuse, elements, copies))
         seen.add(ld.array)
     return plans
 
@@ -273,7 +277,7 @@ def _pow2_upto(n: int, lo: int = 1) -> List[int]:
     return sorted(set(out))
 
 
-def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 400,
+def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
                full_blocks: bool = True) -> List[TileConfig]:
     """Configurations for ``stmt`` whose tiles fit the descriptor's cache levels.
 
@@ -327,11 +331,15 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 400,
     if full_blocks:
         blocks = [(mr, nr) for mr, nr in blocks if mr <= E[r.i] and nr <= E[r.j]]
     for mr, nr in blocks:
-        for kc in (64, 128, 192, 256, 384, 512):
-            kc = min(kc, E[r.k])
-            if (mr * kc + kc * nr) * item > l1:
-                continue
-            for mc in (mr * x for x in (4, 8, 12, 16, 24, 32, 48)):
+        # The two longest reduction segments whose mr x kc + kc x nr slivers fit L1
+        # (BLIS's kc rule; shorter ones only reload the accumulators more often).
+        fits = sorted({min(kc, E[r.k]) for kc in (64, 128, 192, 256, 384, 512)
+                       if (mr + nr) * min(kc, E[r.k]) * item <= l1})
+        for kc in fits[-2:]:
+            # Powers-of-two-ish multiples of mr, and the row counts that split the rows
+            # evenly over the cores (1-4 blocks each): a balanced parallel loop.
+            even = {mr * -(-E[r.i] // (cores * t * mr)) for t in (1, 2, 3, 4)}
+            for mc in sorted({mr * x for x in (4, 8, 12, 16, 24, 32, 48)} | even):
                 mc = min(mc, max(mr, E[r.i]))
                 if mc * kc * item > l2 // 2:
                     continue
@@ -339,7 +347,7 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 400,
                     nc = min(nc, max(nr, E[r.j]))
                     if kc * nc * item > l3 // 2:
                         continue
-                    for order in ("jki", "kji", "ijk"):
+                    for order in ("jki", "kji", "ijk", "ikj", "kij"):
                         par = parallel_loop(order, mc, nc, mr, nr)
                         out.append(TileConfig(r.stmt, r.i, r.j, r.k, mc, nc, kc, mr, nr, lanes, order, par))
     # Deduplicate (clamped sizes collide) and keep the set manageable.
@@ -374,7 +382,7 @@ def autotile(s: Schedule, hw, *, predict=None) -> Tuple[Schedule, List[TileConfi
     if not isinstance(hw, CPUDescriptor):
         return s, chosen
     for st in contraction_statements(s):
-        ranked = sorted(candidates(s, st, hw), key=lambda c: predict(s, c))
+        ranked = rank(s, candidates(s, st, hw), lambda c: predict(s, c))
         for cfg in ranked[:3]:
             try:
                 s = apply(s, cfg)
@@ -385,6 +393,62 @@ def autotile(s: Schedule, hw, *, predict=None) -> Tuple[Schedule, List[TileConfi
     for cfg in chosen:
         s = fuse_epilogues(s, cfg)
     return s, chosen
+
+
+# Predictions this close (relative) are a tie: the model sees no difference
+# (typically all compute-bound), so the choice falls to packing (below).
+TIE = 0.02
+
+
+def rank(s: Schedule, configs: Sequence[TileConfig], predict) -> List[TileConfig]:
+    """Configurations best first: by predicted time, ties broken by how well packing serves them.
+
+    Among configurations predicted within :data:`TIE` of each other, prefer
+    (1) more operands packed (one contiguous stream per operand instead of a
+    stream per row), (2) fewer parallel regions (:func:`regions`: every fork
+    and join waits for the slowest thread, and a panel packed outside the
+    parallel loop is a serial step; on a shared machine these dominate),
+    (3) a longer reduction segment ``kc`` (the accumulator block is loaded
+    and stored once per ``kc`` steps, and BLIS sizes ``kc`` so the ``kc x nr``
+    sliver fills L1 -- the candidates already respect that), (4) fewer
+    elements copied into packed panels over the run.  The time prediction,
+    already at the compute bound for such configurations, does not tell these
+    apart; measurements do (see benchmarks/bench_gemm.py).
+    """
+    timed = [(predict(c), k, c) for k, c in enumerate(configs)]
+    timed.sort(key=lambda x: (x[0], x[1]))
+    out: List[TileConfig] = []
+    rest = timed
+    while rest:
+        best = rest[0][0]
+        tie = [x for x in rest if x[0] <= best * (1 + TIE)]
+        rest = [x for x in rest if x[0] > best * (1 + TIE)]
+        out += [x[2] for x in sorted(tie, key=lambda x: (structure_key(s, x[2]), x[0], x[1]))]
+    return out
+
+
+def structure_key(s: Schedule, cfg: TileConfig) -> Tuple:
+    """Sort key of :func:`rank`'s tie-break: packed operands, parallel regions, kc, elements copied."""
+    plans = pack_plan(s, cfg) if cfg.pack else []
+    copied = sum(p.elements * p.copies for p in plans)
+    r = roles(s, cfg.stmt)
+    kc = min(cfg.kc, r.extents[cfg.k]) if r else cfg.kc
+    return (-len(plans), regions(s, cfg), -kc, copied)
+
+
+def regions(s: Schedule, cfg: TileConfig) -> int:
+    """How many times ``cfg``'s nest enters its parallel loop (trips of the loops around it)."""
+    r = roles(s, cfg.stmt)
+    if r is None or not cfg.parallel:
+        return 1
+    E = r.extents
+    trip = {f"{r.i}_t": -(-E[r.i] // cfg.mc), f"{r.j}_t": -(-E[r.j] // cfg.nc), f"{r.k}_t": -(-E[r.k] // cfg.kc)}
+    n = 1
+    for name in blocked_order(r, cfg):
+        if name == cfg.parallel:
+            return n
+        n *= trip.get(name, E.get(name, 1))
+    return n
 
 
 def _consumers(s: Schedule, stmt: str) -> List[str]:

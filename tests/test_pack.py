@@ -151,3 +151,18 @@ def test_autotiled_packed_batched_matmul(rng):
                               parallel=r.outer[0])
     assert autotile.pack_plan(s, cfg)
     run("batched_matmul", dims, autotile.apply(s, cfg), rng)
+
+
+def test_rank_breaks_model_ties_by_packing_regions_and_kc():
+    s = polytile.schedule(path_of("matmul"), dims="M=1024,N=1024,K=1024")
+    mk = lambda **kw: autotile.TileConfig(**{**dict(stmt="S0", i="i", j="j", k="k", mc=256, nc=256, kc=256, mr=8,  # noqa: E731
+                                                   nr=32, lanes=16, order="ikj", parallel="i_t"), **kw})
+    unpacked = mk(pack=False)
+    small_kc = mk(kc=64)
+    inner_par = mk(order="kij")  # k_t outside the parallel loop: 4 fork/joins
+    best = mk()
+    flat = lambda c: 1.0  # noqa: E731 - the model sees no difference
+    assert autotile.rank(s, [unpacked, small_kc, inner_par, best], flat) == [best, small_kc, inner_par, unpacked]
+    assert autotile.regions(s, inner_par) == 4 and autotile.regions(s, best) == 1
+    # Outside the tie window the prediction decides.
+    assert autotile.rank(s, [best, unpacked], lambda c: 1.0 if c.pack else 0.5) == [unpacked, best]
