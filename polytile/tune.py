@@ -88,7 +88,7 @@ __all__ = ["Trial", "TuneResult", "TuneStats", "stats", "tune", "cache_path", "p
            "add_arguments", "main_tune", "SOURCES"]
 
 #: Format version of the cached/saved result JSON.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: configurations carry "pack"
 #: Where a trial's configuration came from.
 SOURCES = ("model-top-k", "anneal", "seed")
 #: The untuned default: program order with the outermost dependence-free loops parallel, no tiling.
@@ -183,7 +183,8 @@ def _ms(seconds: Optional[float]) -> str:
 
 def _config_text(c: TileConfig) -> str:
     par = c.parallel or "-"
-    return f"{c.stmt} mc={c.mc} nc={c.nc} kc={c.kc} {c.mr}x{c.nr} {c.order} par={par} reg={'y' if c.regtile else 'n'}"
+    return (f"{c.stmt} mc={c.mc} nc={c.nc} kc={c.kc} {c.mr}x{c.nr} {c.order} par={par} "
+            f"reg={'y' if c.regtile else 'n'}" + ("" if c.pack or not c.regtile else " pack=n"))
 
 
 @dataclass
@@ -521,7 +522,8 @@ class _Space:
         kc = max(1, min(int(c.kc), self.ext[c.k]))
         if (mc, nc, kc) == (c.mc, c.nc, c.kc):
             return c
-        return TileConfig(c.stmt, c.i, c.j, c.k, mc, nc, kc, c.mr, c.nr, c.lanes, c.order, c.parallel, c.regtile)
+        return TileConfig(c.stmt, c.i, c.j, c.k, mc, nc, kc, c.mr, c.nr, c.lanes, c.order, c.parallel, c.regtile,
+                          c.pack)
 
     def moves(self, c: TileConfig, move: str) -> List[TileConfig]:
         """The distinct configurations one ``move`` away from ``c``."""
@@ -549,6 +551,8 @@ class _Space:
             out = [with_(parallel=p) for p in self.parallel if p != c.parallel]
         elif move == "regtile":
             out = [with_(regtile=not c.regtile)]
+        elif move == "pack":
+            out = [with_(pack=not c.pack)] if c.regtile else []
         uniq: List[TileConfig] = []
         for n in out:
             if n != c and n not in uniq:
@@ -556,7 +560,7 @@ class _Space:
         return uniq
 
 
-MOVES = ("mc", "nc", "kc", "block", "order", "parallel", "regtile")
+MOVES = ("mc", "nc", "kc", "block", "order", "parallel", "regtile", "pack")
 
 
 def _predictor(hw) -> Tuple[Optional[Callable], str]:
