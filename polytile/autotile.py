@@ -175,28 +175,35 @@ class PackPlan:
     copies: int  # times the panel is copied in one run (iterations of the loops down to ``loop``)
 
 
-def pack_plan(s: Schedule, cfg: TileConfig) -> List[PackPlan]:
+# A packed panel has to stay cached while it is re-read: at most this many bytes
+# (half of a 2 MiB L2) unless the caller passes the descriptor's L2.
+PACK_BUDGET = 1 << 20
+
+
+def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> List[PackPlan]:
     """Operand panels of ``cfg``'s register tile worth packing, and the loop to pack each at.
 
     An operand read along the register tile's rows (``A[i][k]``: one element
     per row, broadcast) or columns (``B[k][j]``: a vector per column block),
     with that axis indexed ``i + c``/``j + c`` (``c`` free of the reduction
-    loops), is packed inside the innermost cache-tile loop its index depends
-    on: the loops inside it that it does not depend on re-read the same panel
-    (``reuse`` = their trip counts), so one copy serves them all.  The panel's
-    footprint is the image of one tile through the access (box of the index
-    ranges).  Unpacked, the tile reads ``mr`` rows (or ``kc`` rows of ``nr``
-    columns) a row stride apart -- as many streams, cache-set conflicts and
-    TLB pages; packed, one contiguous stream.  It pays when
-    ``reuse >= PACK_MIN_REUSE`` (each copied element read that many times).
+    loops), is copied at the start of one loop of the blocked nest: the
+    position with the least copying over the run (copies x panel elements),
+    among those whose panel -- the box of the operand's index ranges over one
+    iteration of that loop -- fits ``budget`` bytes and is re-read at least
+    ``PACK_MIN_REUSE`` times per copy (``reuse``: trip counts of the loops
+    inside that do not move the panel).  Unpacked, the tile reads ``mr`` rows
+    (or ``kc`` rows of ``nr`` columns) a row stride apart -- as many streams,
+    cache-set conflicts and TLB pages; packed, one contiguous stream.
 
     >>> # matmul, order kij (k_t, i_t, j_t): A packed at i_t (reuse N/nr), B at j_t (reuse mc/mr)
+    >>> # conv2d (n, y, co_t, ci_t, x_t, ...): the whole filter F once per image n, not per row y
     """
     from .poly import body as B
 
     r = roles(s, cfg.stmt)
     if r is None or not cfg.regtile:
         return []
+    budget = PACK_BUDGET if budget is None else budget
     st = s.scop.statement(r.stmt)
     E = r.extents
     names = blocked_order(r, cfg)
@@ -208,7 +215,26 @@ def pack_plan(s: Schedule, cfg: TileConfig) -> List[PackPlan]:
     for v in r.outer:
         trip[v] = E[v]
         tile_of[v] = v
-    cache_loops = [n for n in names if n in trip and not n.endswith("_t1")]
+    # Candidate positions: every loop outside the register tile's reduction loops.
+    positions = names[:len(r.outer) + 5]
+
+    def extent_inside(v: str, p: int) -> int:
+        """Range of iterator ``v`` over one iteration of the loop at ``positions[p]``."""
+        fixed = set(positions[:p + 1])
+        E_v = E.get(v, 1)
+        if v in r.outer:
+            return 1 if v in fixed else E_v
+        for it, t, t1, size, block in ((r.i, f"{r.i}_t", f"{r.i}_t1", cfg.mc, cfg.mr),
+                                       (r.j, f"{r.j}_t", f"{r.j}_t1", cfg.nc, cfg.nr)):
+            if v == it:
+                return min(block, E_v) if t1 in fixed else min(size, E_v) if t in fixed else E_v
+        if v == r.k:
+            return min(cfg.kc, E_v) if f"{r.k}_t" in fixed else E_v
+        return E_v  # the other reduction loops run inside the register tile
+
+    def arr_item(a) -> int:
+        return np.dtype(a.dtype).itemsize
+
     plans: List[PackPlan] = []
     seen = set()
     for ld in B.loads(st.body.value):
@@ -228,28 +254,35 @@ def pack_plan(s: Schedule, cfg: TileConfig) -> List[PackPlan]:
             continue  # e.g. w + kw: the block's rows shift with the reduction
         if len(ld.index) < 2:
             continue  # a vector operand is one stream already
-        dep_loops = [n for n in cache_loops if tile_of[n] in uses]
-        if not dep_loops:
-            continue
-        loop = dep_loops[-1]
-        inner = names[names.index(loop) + 1:]
-        reuse = 1
-        for n in inner:
-            if n in trip and tile_of[n] not in uses:
-                reuse *= trip[n]
-        if reuse < PACK_MIN_REUSE:
-            continue
+        # Where to copy: the loop position with the least copying over the run
+        # (copies x panel size), among panels that stay cached and are re-read enough;
+        # equal volumes prefer the smaller panel (copied nearer its use).
         arr = s.scop.array(ld.array)
-        elements = 1
-        for d, ex in enumerate(ld.index):
-            iters = {x.name for x in B.walk(ex) if isinstance(x, B.Iter)}
-            size = 1
-            for v in iters:
-                size += _tile_extent(v, r, cfg) - 1
-            elements *= min(size, arr.shape[d])
-        copies = 1
-        for n in names[:names.index(loop) + 1]:
-            copies *= trip.get(n, 1)
+        best = None
+        for p in range(len(positions)):
+            elements = 1
+            for d, ex in enumerate(ld.index):
+                size = 1
+                for v in {x.name for x in B.walk(ex) if isinstance(x, B.Iter)}:
+                    size += extent_inside(v, p) - 1
+                elements *= min(size, arr.shape[d])
+            if elements * arr_item(arr) > budget:
+                continue
+            copies = 1
+            for n in positions[:p + 1]:
+                copies *= trip.get(n, 1)
+            reuse = 1
+            for n in names[p + 1:]:
+                if n in trip and tile_of[n] not in uses:
+                    reuse *= trip[n]
+            if reuse < PACK_MIN_REUSE:
+                continue
+            key = (copies * elements, elements)
+            if best is None or key < best[0]:
+                best = (key, positions[p], reuse, elements, copies)
+        if best is None:
+            continue
+        _, loop, reuse, elements, copies = best
         plans.append(PackPlan(ld.array, axes[0], block, loop, reuse, elements, copies))
         seen.add(ld.array)
     return plans
@@ -330,11 +363,16 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
     # (the tuner, which measures, may still ask for them with full_blocks=False).
     if full_blocks:
         blocks = [(mr, nr) for mr, nr in blocks if mr <= E[r.i] and nr <= E[r.j]]
+    rest = 1
+    for v in r.reductions:
+        rest *= E[v]
     for mr, nr in blocks:
         # The two longest reduction segments whose mr x kc + kc x nr slivers fit L1
         # (BLIS's kc rule; shorter ones only reload the accumulators more often).
-        fits = sorted({min(kc, E[r.k]) for kc in (64, 128, 192, 256, 384, 512)
-                       if (mr + nr) * min(kc, E[r.k]) * item <= l1})
+        # The other reduction loops (a convolution's ky, kx) run inside the register
+        # tile, so its slivers are that many times longer.
+        fits = sorted({min(kc, E[r.k]) for kc in (8, 16, 32, 64, 128, 192, 256, 384, 512)
+                       if (mr + nr) * min(kc, E[r.k]) * rest * item <= l1})
         for kc in fits[-2:]:
             # Powers-of-two-ish multiples of mr, and the row counts that split the rows
             # evenly over the cores (1-4 blocks each): a balanced parallel loop.
@@ -404,7 +442,9 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict) -> List[TileConfig
     """Configurations best first: by predicted time, ties broken by how well packing serves them.
 
     Among configurations predicted within :data:`TIE` of each other, prefer
-    (1) more operands packed (one contiguous stream per operand instead of a
+    (0) more of the iterations in full register blocks (the edges run the
+    generic loops, much slower than the model's average assumes), (1) more
+    operands packed (one contiguous stream per operand instead of a
     stream per row), (2) fewer parallel regions (:func:`regions`: every fork
     and join waits for the slowest thread, and a panel packed outside the
     parallel loop is a serial step; on a shared machine these dominate),
@@ -428,12 +468,20 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict) -> List[TileConfig
 
 
 def structure_key(s: Schedule, cfg: TileConfig) -> Tuple:
-    """Sort key of :func:`rank`'s tie-break: packed operands, parallel regions, kc, elements copied."""
+    """Sort key of :func:`rank`'s tie-break: full blocks, packed operands, parallel regions, kc, copying."""
+    from .cost import _regtile_fraction
+
     plans = pack_plan(s, cfg) if cfg.pack else []
     copied = sum(p.elements * p.copies for p in plans)
     r = roles(s, cfg.stmt)
-    kc = min(cfg.kc, r.extents[cfg.k]) if r else cfg.kc
-    return (-len(plans), regions(s, cfg), -kc, copied)
+    if r is None:
+        return (0.0, 0, 1, 0, 0)
+    kc = min(cfg.kc, r.extents[cfg.k])
+    full = 1.0
+    if cfg.regtile:
+        full = (_regtile_fraction(r.extents[r.i], cfg.mc, cfg.mr)
+                * _regtile_fraction(r.extents[r.j], cfg.nc, cfg.nr))
+    return (-round(full, 2), -len(plans), regions(s, cfg), -kc, copied)
 
 
 def regions(s: Schedule, cfg: TileConfig) -> int:

@@ -122,25 +122,32 @@ def test_conv_packs_the_filter_not_the_shifted_input(rng):
     plans = autotile.pack_plan(s, cfg)
     # I[n, y + ky, x + kx, ci]: the rows of a block move with kx -> not packable.
     assert [p.array for p in plans] == ["F"]
+    assert plans[0].loop == "n" and plans[0].copies == 1  # the filter does not move with the image rows
     s2 = autotile.apply(s, cfg)
     src = run("conv2d", dims, s2, rng)
     assert "pt_pkbuf0" in src
 
 
-def test_plan_places_each_panel_inside_its_innermost_loop():
+def test_plan_copies_each_panel_where_it_is_copied_least():
     s = polytile.schedule(path_of("matmul"), dims="M=1024,N=1024,K=1024")
+    # order kij: k_t (4), i_t (4, parallel), j_t (4), j_t1, i_t1
     cfg = autotile.TileConfig("S0", "i", "j", "k", 256, 256, 256, 8, 32, 16, "kij", "i_t")
     plans = {p.array: p for p in autotile.pack_plan(s, cfg)}
+    # A[i][k] moves with i_t: one 256x256 panel per (k_t, i_t), re-read by every column block.
     assert (plans["A"].loop, plans["A"].dim, plans["A"].block) == ("i_t", 0, 8)
-    assert (plans["B"].loop, plans["B"].dim, plans["B"].block) == ("j_t", 1, 32)
-    assert plans["A"].reuse == 1024 // 32  # every column block of the row panel's j range
-    assert plans["B"].reuse == 256 // 8
-    assert plans["A"].elements == 256 * 256 and plans["B"].elements == 256 * 256
+    assert (plans["A"].elements, plans["A"].copies, plans["A"].reuse) == (256 * 256, 16, 1024 // 32)
+    # B[k][j] does not move with i_t: the whole 256x1024 row panel once per k_t (1 MiB fits the budget)
+    # copies less than a 256x256 panel per (k_t, i_t, j_t).
+    assert (plans["B"].loop, plans["B"].dim, plans["B"].block) == ("k_t", 1, 32)
+    assert (plans["B"].elements, plans["B"].copies) == (256 * 1024, 4)
+    # With a smaller cache budget the row panel no longer fits: per j_t it is.
+    small = {p.array: p for p in autotile.pack_plan(s, cfg, budget=256 * 1024)}
+    assert small["B"].loop in ("j_t", "j_t1") and small["B"].copies * small["B"].elements == 4 * 4 * 4 * 256 * 256
     # Small tiles re-read a panel too few times to pay for the copy.
-    small = autotile.TileConfig("S0", "i", "j", "k", 16, 64, 64, 8, 32, 16, "ijk", "i_t")
-    assert autotile.pack_plan(s, small) == []
-    assert autotile.pack_plan(s, autotile.TileConfig(**{**cfg.to_json(), "pack": False})) != []  # plan ignores flag
-    assert "pack" not in str(autotile.apply(s, autotile.TileConfig(**{**cfg.to_json(), "pack": False})).steps)
+    tiny = autotile.TileConfig("S0", "i", "j", "k", 16, 64, 64, 8, 32, 16, "ijk", "i_t")
+    assert all(p.array != "A" or p.reuse >= autotile.PACK_MIN_REUSE for p in autotile.pack_plan(s, tiny))
+    no = autotile.TileConfig(**{**cfg.to_json(), "pack": False})
+    assert "pack" not in str(autotile.apply(s, no).steps)
 
 
 def test_autotiled_packed_batched_matmul(rng):
