@@ -68,7 +68,8 @@ BENCH: Dict[str, Dict[str, Any]] = {
 }
 
 CC = shutil.which("gcc") or "gcc"
-CLANG = shutil.which("clang")
+#: clang with Polly: Debian installs it as clang-14 (the unversioned ``clang`` only with the ``clang`` package).
+CLANG = next((c for c in map(shutil.which, ("clang", "clang-14", "clang-15", "clang-16")) if c), None)
 THREADS = os.cpu_count() or 1
 VARIANTS = {
     "gcc-O3": (CC, ["-O3", "-march=native"]),
@@ -153,7 +154,9 @@ def build_and_run(work: Path, tag: str, kernel_src: Path, driver_src: Path, cc: 
     r = subprocess.run([cc, *flags, "-c", "-o", str(obj), str(kernel_src)], capture_output=True, text=True)
     if r.returncode != 0:
         return {"error": "compile: " + r.stderr.strip()[-400:]}
-    r = subprocess.run([cc, "-O2", "-o", str(exe), str(driver_src), str(obj), "-fopenmp", "-lm"] +
+    # Linked by gcc with libgomp for every build: Polly's parallel code calls the GNU OpenMP runtime (GOMP_*),
+    # and clang alone would ask for LLVM's libomp, which Debian's clang-14 does not pull in.
+    r = subprocess.run([CC, "-O2", "-o", str(exe), str(driver_src), str(obj), "-fopenmp", "-lm"] +
                        ([f for f in flags if f.startswith("-ftree-parallelize")]), capture_output=True, text=True)
     if r.returncode != 0:
         return {"error": "link: " + r.stderr.strip()[-400:]}

@@ -39,6 +39,8 @@ from .codegen.c import generate_region
 from .errors import IllegalSchedule, PolytileError, ScheduleError
 from .frontends.c import CScop, extract, splice
 from .schedule import FUSION, PARALLEL, SIMD, Schedule, Step, apply_step, auto_parallel, automatic, initial
+from .schedule import distribute as distribute_step
+from .schedule import fuse as fuse_step
 from .schedule import reorder as reorder_step
 from .schedule import skew as skew_step
 from .schedule import tile as tile_step
@@ -177,14 +179,25 @@ def _carried_any(s: Schedule, group: Sequence[str], dim: int) -> bool:
 # ---------------------------------------------------------------------------
 
 
+#: Tile size of the innermost (unit-stride, vectorised) loop of a time-tiled band, in elements.
+VECTOR_TILE = 512
+
+
 def tile_sizes(s: Schedule, rep: str, loops: Sequence[str], group: Sequence[str], l2_bytes: int,
                cap: Optional[int] = None) -> Dict[str, int]:
-    """Tile sizes for a band: 32 per space loop, 16 (8 above 2-D) for a time loop,
-    halved until a tile's footprint fits half of L2.
+    """Tile sizes for a band, from the cache the descriptor gives (``l2_bytes``).
+
+    A band without a time loop: 32 per loop, halved until a tile's footprint
+    fits half of L2.  A time-tiled band (a stencil after skewing): 8 time
+    steps (4 above 2-D), and its innermost loop, when every statement walks
+    it with unit stride and none feeds itself along it, ``VECTOR_TILE`` long -- GCC vectorises that loop, and
+    a 32-long vector loop inside a skewed tile spends more on its bounds and
+    remainders than on the stencil; the other space loops are 32, halved
+    (then the vector loop too) until the footprint fits half of L2.
 
     The footprint of a tile is estimated per array as its element size times
-    ``size ** min(rank, space loops)`` (a 2-D array touched by a 3-D tile
-    holds a square of it).
+    the product of the innermost ``min(rank, space loops)`` space tile sizes
+    (a 2-D array touched by a 3-D tile holds a face of it).
     """
     def time_like(dim: int) -> bool:
         # A time loop for most of the group's statements (fdtd-2d's ey[0][j] = fict[t] reads by t).
@@ -193,20 +206,41 @@ def tile_sizes(s: Schedule, rep: str, loops: Sequence[str], group: Sequence[str]
         return bool(members) and 2 * votes >= len(members)
 
     time = [time_like(s.loop_dim(rep, l)) for l in loops]
-    n_space = max(1, sum(1 for t in time if not t))
-    # (Longer tiles would help 1-D stencils, but under a wavefront isl's code generator
-    # takes minutes on tiles much longer than they are wide: jacobi-1d at 16x256.)
-    base = 32
-    t_size = 16 if n_space <= 2 else 8
+    space = [l for l, t in zip(loops, time) if not t]
+    n_space = max(1, len(space))
     arrays = _arrays_of(s, group)
+    sizes = {l: 32 for l in space}
+    vector = None
+    if any(time) and space and space[-1] == loops[-1]:
+        d = s.loop_dim(rep, loops[-1])
+        users = [g for g in group if s.table[g].names[d] == loops[-1]]
+        deps = s.deps.all(include_reductions=True)
+        # Vectorisable: unit stride, and no statement feeds itself along the loop (seidel-2d's
+        # A[i][j-1] -> A[i][j] stays scalar, and there long tiles only cost wavefront parallelism).
+        if (users and all(unit_stride_dim(s, g, d) for g in users)
+                and all(s.carried([g], d, deps).is_empty() for g in users)):
+            vector = loops[-1]
+            sizes[vector] = VECTOR_TILE
 
-    def footprint(b: int) -> int:
-        return sum(size * b ** max(1, min(rank, n_space)) for size, rank in arrays.values()) or _DEFAULT_ELEMENT
+    def footprint() -> int:
+        total = 0
+        for size, rank in arrays.values():
+            inner = space[-max(1, min(rank, n_space)):]
+            total += size * math.prod(sizes[l] for l in inner)
+        return total or _DEFAULT_ELEMENT
 
-    while base > 4 and footprint(base) > l2_bytes // 2:
-        base //= 2
-    sizes = {l: (t_size if t else base) for l, t in zip(loops, time)}
-    return {l: min(v, cap) for l, v in sizes.items()} if cap else sizes
+    while footprint() > l2_bytes // 2:
+        others = [l for l in space if l != vector and sizes[l] > 4]
+        if others:
+            for l in others:
+                sizes[l] //= 2
+        elif vector and sizes[vector] > 32:
+            sizes[vector] //= 2
+        else:
+            break
+    t_size = 8 if n_space <= 2 else 4
+    out = {l: (t_size if t else sizes[l]) for l, t in zip(loops, time)}
+    return {l: min(v, cap) for l, v in out.items()} if cap else out
 
 
 def tile_bands(s: Schedule, l2_bytes: int, notes: List[str], cap: Optional[int] = None,
@@ -314,6 +348,156 @@ def _unit_stride(s: Schedule, stmt: str, loop: str) -> bool:
     return True
 
 
+def _innermost_groups(s: Schedule) -> List[Tuple[List[str], int]]:
+    """Statements that share one innermost loop (same loops, same enclosing βs), with that loop's dim."""
+    seen: Dict[Tuple[Any, ...], List[str]] = {}
+    for name, ss in s.stmts:
+        loops = ss.loops()
+        if not loops:
+            continue
+        d = loops[-1][0]
+        key = (d,) + tuple(s.constant(name, b) for b in range(0, d, 2)) + tuple(x for x, _ in loops)
+        seen.setdefault(key, []).append(name)
+    return [(g, key[0]) for key, g in seen.items() if len(g) > 1]
+
+
+def _backward_carried(s: Schedule, order: Sequence[str], dim: int, deps: isl.UnionMap) -> int:
+    """Dependences carried by loop ``dim`` whose source statement comes after its sink in ``order``.
+
+    A vectorised loop runs each statement for a whole vector of iterations
+    before the next statement, so a value a later statement of iteration
+    ``c`` produces for an earlier statement of iteration ``c + 1`` arrives
+    too late: such a loop is not vectorisable (GCC reports it and keeps the
+    loop scalar).  Counts offending statement pairs.
+    """
+    pos = {g: k for k, g in enumerate(order)}
+    car = s.carried(list(order), dim, deps)
+    bad = 0
+    for a in order:
+        for b in order:
+            if a == b or pos[a] <= pos[b]:
+                continue
+            sa = s.scop.statement(a).domain.get_space()
+            sb = s.scop.statement(b).domain.get_space()
+            pair = isl.UnionMap.from_map(isl.Map.universe(isl.Space.map_from_domain_and_range(sa, sb)))
+            if not car.intersect(pair).is_empty():
+                bad += 1
+    return bad
+
+
+def vector_order(s: Schedule, notes: List[str], max_stmts: int = 5) -> Schedule:
+    """Order the statements of every shared innermost loop so that the dependences it carries run forward.
+
+    isl's scheduler fixes the order of fused statements in a loop body only
+    by legality; for a fused stencil (jacobi-2d's two sweeps, shifted by one)
+    it may put the consumer of the previous iteration's value first, which
+    keeps GCC from vectorising the loop.  Each legal permutation with fewer
+    backward carried dependences is realised with ``fuse`` steps (which
+    re-check legality); the original order is kept when no permutation helps.
+    """
+    import itertools
+
+    deps = s.deps.all(include_reductions=True)
+    for group, d in _innermost_groups(s):
+        if len(group) > max_stmts:
+            continue
+        betas = [s.constant(g, d + 1) if d + 1 < s.n_dims else None for g in group]
+        order = [g for _, g in sorted(zip([b or 0 for b in betas], group), key=lambda x: x[0])]
+        # Statements at one β are ordered only by isl's code generator (their instances never
+        # share a time stamp and a dependence), which may pick the order that does not vectorise.
+        tied = None in betas or len(set(betas)) < len(betas)
+        best = _backward_carried(s, order, d, deps)
+        if best == 0 and not tied:
+            continue
+        depth = len(s.table[order[0]].loops())
+        for perm in itertools.permutations(order):
+            n_bad = _backward_carried(s, perm, d, deps)
+            if n_bad > best or (n_bad == best and (list(perm) != order or not tied)):
+                continue
+            try:
+                cur = s
+                for x in perm[1:]:
+                    cur = fuse_step(cur, perm[0], x, depth)
+            except _REFUSED:
+                continue
+            notes.append(f"innermost body of {', '.join(order)} ordered {', '.join(perm)} "
+                         "(carried dependences forward, so the loop vectorises)")
+            s, best = cur, n_bad
+            break
+    return s
+
+
+def distribute_innermost(s: Schedule, notes: List[str]) -> Schedule:
+    """Give every statement of a shared innermost loop its own innermost loop, where that is legal.
+
+    Fused statements that write rows other statements of the same loop read
+    (a stencil's sweeps after skewing) defeat GCC's vectoriser: it cannot
+    relate rows of a variable-length array, versions the loop with run-time
+    overlap checks, and those checks fail on neighbouring rows, so the scalar
+    copy runs.  One statement per innermost loop keeps the outer fusion (the
+    rows are still in L1 for the next statement) and gives GCC loops whose
+    checks pass.  Each ``distribute`` step is legality-checked; a statement
+    whose distribution is refused stays fused (``vector_order`` then orders it).
+    """
+    for group, d in _innermost_groups(s):
+        betas = [s.constant(g, d + 1) if d + 1 < s.n_dims else None for g in group]
+        order = [g for _, g in sorted(zip([b or 0 for b in betas], group), key=lambda x: x[0])]
+        depth = len(s.table[order[0]].loops()) - 1
+        for g in order[1:]:
+            try:
+                s = distribute_step(s, g, depth)
+            except _REFUSED as e:
+                notes.append(f"innermost loop of {g} stays fused: {str(e).splitlines()[0][:100]}")
+                continue
+            notes.append(f"innermost loop of {g} distributed from {order[0]} (one statement per vector loop)")
+    return s
+
+
+def unit_stride_dim(s: Schedule, stmt: str, dim: int) -> bool:
+    """Does the next iteration of schedule dimension ``dim`` (outer dimensions fixed) move every
+    access of ``stmt`` by at most one element of its last subscript only?
+
+    Unlike :func:`_unit_stride` this works on skewed loops (``2t + j`` of a
+    time-tiled stencil walks ``j`` when the outer loops fix ``t``).
+    """
+    st = s.scop.statement(stmt)
+    theta = s.table[stmt].map
+    n = theta.dim(isl.dim_type.out)
+    step = isl.Map.universe(isl.Space.alloc(theta.get_ctx(), 0, n, n))
+    for k in range(dim + 1):
+        c = isl.Constraint.alloc_equality(step.get_space())
+        c = c.set_coefficient_val(isl.dim_type.in_, k, 1).set_coefficient_val(isl.dim_type.out, k, -1)
+        if k == dim:
+            c = c.set_constant_val(1)
+        step = step.add_constraint(c)
+    step = step.align_params(theta.get_space())
+    theta = theta.intersect_domain(st.domain)
+    nxt = theta.apply_range(step).apply_range(theta.reverse())
+    if nxt.is_empty():
+        return True
+    dom = nxt.domain()
+    maps: List[isl.Map] = [st.write_map()]
+    st.reads().foreach_map(maps.append)
+    for m in maps:
+        # (A statement's reads of one array arrive as one map: A[i][j-1], A[i][j+1] ... together,
+        # so each subscript is compared as the set of values it takes, not as a function.)
+        n_out = m.dim(isl.dim_type.out)
+        for o in range(n_out):
+            p = m.project_out(isl.dim_type.out, o + 1, n_out - o - 1).project_out(isl.dim_type.out, 0, o)
+            p = p.reset_tuple_id(isl.dim_type.out)
+            after = nxt.apply_range(p)
+            here = p.intersect_domain(dom)
+            if o < n_out - 1:
+                if not after.is_equal(here):
+                    return False
+                continue
+            near = isl.Map("{ [v] -> [w] : v - 1 <= w <= v + 1 }", context=p.get_ctx())
+            near = near.align_params(p.get_space())
+            if not after.is_subset(here.apply_range(near)):
+                return False
+    return True
+
+
 def vectorise(s: Schedule, notes: List[str]) -> Schedule:
     """``simd`` on each statement's innermost loop where it is unit-stride and carries no dependence."""
     for name, ss in s.stmts:
@@ -372,15 +556,45 @@ def _replay(scop, deps, steps: Sequence[Step]) -> Schedule:
 MAX_CODEGEN_OPERATIONS = 3_000_000
 
 
-def _generate_bounded(scop, s: Schedule, max_ops: Optional[int]) -> Tuple[str, List[str]]:
+def separate_innermost(tree: isl.Schedule) -> isl.Schedule:
+    """Ask isl's AST generator to *separate* every innermost loop.
+
+    Fused statements with different domains (a stencil's sweeps shifted
+    against each other, the partial tiles at a boundary) otherwise share one
+    loop with an ``if`` per statement in its body, and GCC does not
+    vectorise such a loop.  Separation splits the loop into pieces in each
+    of which the same statements run unguarded: the middle piece is a
+    plain, vectorisable loop; the pieces at its ends are short.
+    """
+    def has_band_below(node: isl.ScheduleNode) -> bool:
+        found = []
+
+        def visit(n: isl.ScheduleNode) -> bool:
+            if n.get_type() == isl.schedule_node_type.band:
+                found.append(n)
+            return not found
+        for k in range(node.n_children()):
+            node.child(k).foreach_descendant_top_down(visit)
+        return bool(found)
+
+    def fn(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() == isl.schedule_node_type.band and not has_band_below(node):
+            opts = isl.UnionSet("{ separate[x] }", context=node.get_ctx())
+            node = node.band_set_ast_build_options(opts)
+        return node
+    return tree.map_schedule_node_bottom_up(fn)
+
+
+def _generate_bounded(scop, s: Schedule, max_ops: Optional[int], separate: bool = True) -> Tuple[str, List[str]]:
     ctx = scop.domain.get_ctx()
+    tree = separate_innermost(s.tree()) if separate else s.tree()
     if not max_ops:
-        return generate_region(scop, s.tree())
+        return generate_region(scop, tree)
     old = ctx.get_max_operations()
     ctx.set_max_operations(max_ops)
     ctx.reset_operations()
     try:
-        return generate_region(scop, s.tree())
+        return generate_region(scop, tree)
     finally:
         ctx.set_max_operations(old)
         ctx.reset_operations()
@@ -408,6 +622,9 @@ def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes
             s, tiled = tile_bands(s, l2_bytes, local, cap=cap)
         if parallel:
             s = parallelise(s, tiled, local, wavefront=wave)
+            # Order first (a tie in the body order is broken the vectorisable way), then split.
+            s = vector_order(s, local)
+            s = distribute_innermost(s, local)
             s = vectorise(s, local)
         yield s, local
 
@@ -435,12 +652,16 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
     last_error: Optional[Exception] = None
     for s, local in cands:
         s = s.check("optimised schedule")
-        try:
-            code, gen_notes = _generate_bounded(scop, s, max_operations)
-        except isl.Error as e:
-            last_error = e
-            res.notes.append(f"code generation gave up on {' -> '.join(str(x) for x in s.steps[1:])}: "
-                             f"{str(e).splitlines()[0][:120]}")
+        code = None
+        for separate in (True, False):
+            try:
+                code, gen_notes = _generate_bounded(scop, s, max_operations, separate=separate)
+                break
+            except isl.Error as e:
+                last_error = e
+                res.notes.append(f"code generation{' with separated innermost loops' if separate else ''} gave up on "
+                                 f"{' -> '.join(str(x) for x in s.steps[1:])}: {str(e).splitlines()[0][:120]}")
+        if code is None:
             continue
         res.notes.extend(local)
         res.notes.extend(gen_notes)
