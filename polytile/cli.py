@@ -37,6 +37,7 @@ from . import __version__
 from . import compare as compare_mod
 # `run --check` and `compare` judge outputs with the same rules and count flops
 # the same way; they live in polytile.compare (light to import: numpy only).
+from .cliargs import nonnegative_int, positive_int
 from .compare import COUNT_SCAN_LIMIT, RTOL, Check, check_output, format_table
 from .config import get_config, override
 from .errors import PolytileError, SourceLocation
@@ -141,26 +142,6 @@ def _arg_type(parse, what: str):
 
     convert.__name__ = what  # argparse names the type in some messages
     return convert
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
-    return value
 
 
 # ---------------------------------------------------------------------------
@@ -1152,8 +1133,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="code generation target: openmp (C, the default), cuda (nvcc), or cuda-emulate "
                         "(the CUDA mapping run on the CPU)")
     p.add_argument("--check", action="store_true", help="compare with the reference interpreter; exit 1 on FAIL")
-    p.add_argument("--repeat", type=_positive_int, default=10, metavar="N", help="timed runs (default: 10)")
-    p.add_argument("--warmup", type=_count, default=2, metavar="N", help="untimed runs first (default: 2)")
+    p.add_argument("--repeat", type=positive_int, default=10, metavar="N", help="timed runs (default: 10)")
+    p.add_argument("--warmup", type=nonnegative_int, default=2, metavar="N", help="untimed runs first (default: 2)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed for the inputs (default: 0)")
     p.add_argument("--inputs", choices=("int", "normal"), default="int",
                    help="int: integers in [-4, 4] (exact, the default); normal: standard normal.  "
@@ -1221,8 +1202,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="isl scheduler candidates, one per fusion choice")
     p.add_argument("--tile", type=_arg_type(_size_list, "tile"), metavar="16,32,64",
                    help="tiled candidates, one per size")
-    p.add_argument("--repeat", type=_positive_int, default=10, metavar="N", help="timed runs (default: 10)")
-    p.add_argument("--warmup", type=_count, default=2, metavar="N", help="untimed runs first (default: 2)")
+    p.add_argument("--repeat", type=positive_int, default=10, metavar="N", help="timed runs (default: 10)")
+    p.add_argument("--warmup", type=nonnegative_int, default=2, metavar="N", help="untimed runs first (default: 2)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed for the inputs (default: 0)")
     p.add_argument("--inputs", choices=("int", "normal"), default="int",
                    help="int: integers in [-4, 4] (exact, the default); normal: standard normal")

@@ -80,6 +80,7 @@ from . import autotile, pipeline
 from . import hardware as hardware_mod
 from . import reference as reference_mod
 from .autotile import TileConfig
+from .cliargs import nonnegative_int, positive_int
 from .config import debug_log, get_config
 from .errors import PolytileError
 from .schedule import Schedule, Step
@@ -895,26 +896,6 @@ def _argtype(fn, what: str):
     return convert
 
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return v
-
-
-def _nonnegative(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
-
-
 TUNE_EPILOG = """\
 examples:
   polytile tune examples/matmul.tile --dims M=1024,N=1024,K=1024 --budget 60s -o best.json
@@ -939,16 +920,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("search")
     g.add_argument("--budget", type=_argtype(parse_budget, "budget"), default=60.0, metavar="TIME",
                    help="search time: 60s, 2m, or seconds (default: 60s; the oracle and baseline come first)")
-    g.add_argument("--trials", type=_nonnegative, default=200, metavar="N",
+    g.add_argument("--trials", type=nonnegative_int, default=200, metavar="N",
                    help="stop after N trials (default: 200)")
-    g.add_argument("--top-k", dest="top_k", type=_positive, default=8, metavar="K",
+    g.add_argument("--top-k", dest="top_k", type=positive_int, default=8, metavar="K",
                    help="measure the cost model's K best configurations first (default: 8)")
     g.add_argument("--seed", type=int, default=0, metavar="S", help="random seed of the annealing (default: 0)")
     g.add_argument("--hardware", default="host", metavar="NAME|FILE",
                    help="hardware descriptor: a preset, 'host' (detected; the default) or a .toml/.json file")
-    g.add_argument("--repeat", type=_positive, default=5, metavar="N",
+    g.add_argument("--repeat", type=positive_int, default=5, metavar="N",
                    help="timed runs per schedule; the median counts (default: 5)")
-    g.add_argument("--warmup", type=_nonnegative, default=1, metavar="N",
+    g.add_argument("--warmup", type=nonnegative_int, default=1, metavar="N",
                    help="untimed runs first, the oracle check included (default: 1)")
     g.add_argument("--no-cache", dest="no_cache", action="store_true",
                    help="ignore and do not write the cached result for these settings")

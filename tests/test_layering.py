@@ -47,7 +47,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
 ]
 
 #: Modules that wire stages together and may import from any of them.
-EXEMPT = frozenset({"polytile", "polytile.pipeline", "polytile.cli", "polytile.__main__",
+EXEMPT = frozenset({"polytile", "polytile.pipeline", "polytile.cli", "polytile.__main__", "polytile.cliargs",
                     # Measurement drivers: they compile and run through the pipeline.
                     "polytile.tune", "polytile.compare",
                     # The CUDA target (mapping + CUDA/emulation codegen + nvcc build).

@@ -1,0 +1,28 @@
+"""argparse value types shared by the command-line entry points (``cli`` and ``tune``'s options).
+
+>>> positive_int("3"), nonnegative_int("0")
+(3, 0)
+"""
+from __future__ import annotations
+
+import argparse
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1, or an argparse error naming what was given."""
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def nonnegative_int(text: str) -> int:
+    """An integer >= 0, or an argparse error naming what was given."""
+    return _int_at_least(text, 0, "an integer >= 0")
+
+
+def _int_at_least(text: str, low: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return value
