@@ -286,7 +286,7 @@ class _StmtInfo:
                     self.lo[it] = int(lo.to_python())
                     self.extent[it] = int(hi.to_python()) - self.lo[it] + 1
         self.n = n
-        self.ops = _ops(stmt.body)
+        self.ops = ops_per_instance(stmt.body)
         self._count: Optional[int] = None
         self.fp_cache: Dict[tuple, Dict[str, int]] = {}
 
@@ -335,10 +335,12 @@ def _info(stmt: Statement, arrays=None) -> _StmtInfo:
     return info
 
 
-def _ops(store: B.Store) -> int:
+def ops_per_instance(store: B.Store) -> int:
     """Arithmetic operations per instance: the value's + - * / //, negations, calls, and the reduction.
 
     Index arithmetic inside loads is address computation, not counted.
+
+    >>> # C[i, j] += A[i, k] * B[k, j]  ->  2 (one multiply, one add)
     """
     def count(node) -> int:
         if isinstance(node, B.Load):

@@ -75,6 +75,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import islpy as isl
 
+from .cost import ops_per_instance
 from .poly import body as B
 from .schedule.core import Schedule
 from .schedule.gpu import (GpuLimits, GpuMapping, OutOfResources, SharedPlan, describe as describe_mappings,
@@ -150,16 +151,6 @@ def occupancy(hw: Any, threads: int, registers: int, shared_bytes: int = 0) -> O
 # ---------------------------------------------------------------------------
 # Per-statement facts
 # ---------------------------------------------------------------------------
-
-
-def _ops(store: B.Store) -> int:
-    def count(node) -> int:
-        if isinstance(node, B.Load):
-            return 0
-        own = 1 if isinstance(node, (B.Bin, B.Call, B.Neg)) else 0
-        return own + sum(count(c) for c in B.children(node))
-
-    return (1 if store.reduce is not None else 0) + count(store.value)
 
 
 def _bounds(dom: isl.Set, j: int) -> Tuple[int, int]:
@@ -340,7 +331,7 @@ def estimate(scop, s: Schedule, m: GpuMapping, hw: Any, *, registers_per_thread:
         n = instances(st)
         if n == 0:
             continue
-        flops += _ops(st.body) * n
+        flops += ops_per_instance(st.body) * n
         ws = _warp_set(s, st, m, warp)
         lanes = max(1, int(ws.count_val().to_python())) if not ws.is_empty() else 1
         lanes_eff.append((n, min(lanes, warp) / warp))
