@@ -214,11 +214,9 @@ def tile_sizes(s: Schedule, rep: str, loops: Sequence[str], group: Sequence[str]
     if any(time) and space and space[-1] == loops[-1]:
         d = s.loop_dim(rep, loops[-1])
         users = [g for g in group if s.table[g].names[d] == loops[-1]]
-        deps = s.deps.all(include_reductions=True)
         # Vectorisable: unit stride, and no statement feeds itself along the loop (seidel-2d's
         # A[i][j-1] -> A[i][j] stays scalar, and there long tiles only cost wavefront parallelism).
-        if (users and all(unit_stride_dim(s, g, d) for g in users)
-                and all(s.carried([g], d, deps).is_empty() for g in users)):
+        if users and all(vectorisable(s, g, d) for g in users):
             vector = loops[-1]
             sizes[vector] = VECTOR_TILE
 
@@ -600,9 +598,35 @@ def _generate_bounded(scop, s: Schedule, max_ops: Optional[int], separate: bool 
         ctx.reset_operations()
 
 
-def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str]):
-    """Schedules to try, best first: tiled with wavefronts; tiled without; untiled."""
-    base = _base_schedule(scop, deps, fusion, notes)
+def stride_penalty(s: Schedule) -> int:
+    """How many of the deepest statements have an innermost loop that cannot be vectorised.
+
+    The deepest statements do almost all the work; an innermost loop that
+    moves a row subscript (``data[k][i]`` with ``k`` innermost) walks memory
+    with a stride, and one that carries a statement's value into its next
+    iteration is a sequential chain (:func:`vectorisable`).
+    """
+    depth = {name: len(ss.loops()) for name, ss in s.stmts}
+    deepest = max(depth.values(), default=0)
+    if not deepest:
+        return 0
+    bad = 0
+    for name, ss in s.stmts:
+        if depth[name] == deepest and not vectorisable(s, name, ss.loops()[-1][0]):
+            bad += 1
+    return bad
+
+
+def vectorisable(s: Schedule, stmt: str, dim: int) -> bool:
+    """Loop ``dim`` moves ``stmt``'s accesses with unit stride and does not feed ``stmt`` into itself
+    (a recurrence or an in-order reduction such as ``A[i][j] -= A[i][k] * A[j][k]`` along ``k``)."""
+    if not unit_stride_dim(s, stmt, dim):
+        return False
+    return s.carried([stmt], dim, s.deps.all(include_reductions=True)).is_empty()
+
+
+def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int):
+    """Candidates from one base schedule, best first: tiled with wavefronts; tiled without; untiled."""
     variants = []
     if tile:
         variants += [(None, True), (None, False)]
@@ -627,6 +651,38 @@ def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes
             s = distribute_innermost(s, local)
             s = vectorise(s, local)
         yield s, local
+
+
+def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str]):
+    """Schedules to try, best first.
+
+    With ``smart`` fusion, isl's fused schedule competes with isl's unfused
+    one and with the original loop order: the first of them (in that order)
+    whose optimised form leaves the fewest deepest statements with a strided
+    innermost loop (:func:`stride_penalty`) is tried first.  isl's fusion can
+    skew a reduction so that it walks a column (covariance's column means),
+    where the unfused or original order keeps rows innermost.
+    """
+    bases = [(fusion, _base_schedule(scop, deps, fusion, notes))]
+    if fusion == "smart":
+        alt: List[str] = []
+        bases.append(("none", _base_schedule(scop, deps, "none", alt)))
+        bases.append(("original order", initial(scop, deps)))
+    if len(bases) == 1:
+        yield from _variants(bases[0][1], tile=tile, parallel=parallel, l2_bytes=l2_bytes)
+        return
+    firsts = []
+    for label, base in bases:
+        gen = _variants(base, tile=tile, parallel=parallel, l2_bytes=l2_bytes)
+        first = next(gen)
+        firsts.append((stride_penalty(first[0]), len(firsts), label, first, gen))
+    firsts.sort(key=lambda x: (x[0], x[1]))
+    if firsts[0][2] != fusion:
+        notes.append(f"{firsts[0][2]} chosen over isl's {fusion} fusion: {firsts[0][0]} strided innermost "
+                     f"loop(s) of the deepest statements instead of {next(f[0] for f in firsts if f[2] == fusion)}")
+    for _, _, _, first, gen in firsts:
+        yield first
+        yield from gen
 
 
 def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusion: str = "smart",
