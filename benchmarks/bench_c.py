@@ -15,6 +15,11 @@ initialises them deterministically before every call, times each call with
 ``clock_gettime(CLOCK_MONOTONIC)`` and prints the median of the timed calls
 (one warm-up first) and a checksum of the arrays, so the builds' results can
 be compared (relative difference; -O3 -march=native may contract into FMAs).
+Each build runs ``--rounds`` times (default 2), each round after waiting
+until the machine's CPUs are ``--idle`` (default 85 %) idle, and the lowest
+median is kept: on a shared 2-core machine a parallel build that loses a
+core to a neighbour measures the neighbour (every round and its wait are in
+the JSON).
 
 Kernels whose sizes are macros (2mm, heat-3d) are benchmarked on a copy of
 the file with the ``#define`` values replaced.  Prints a table (times in ms,
@@ -148,7 +153,9 @@ def driver(cs, sizes: Dict[str, int], spec: Dict[str, Any], repeat: int, warmup:
 
 
 def build_and_run(work: Path, tag: str, kernel_src: Path, driver_src: Path, cc: str, flags: List[str],
-                  timeout: float) -> Dict[str, Any]:
+                  timeout: float, rounds_wanted: int = 1, idle: float = 0.0, max_wait: float = 0.0) -> Dict[str, Any]:
+    """Compile ``kernel_src`` with ``cc flags``, link the driver, run it ``rounds_wanted`` times (each after
+    waiting for idle CPUs) and keep the round with the lowest median; every round is recorded."""
     exe = work / f"{tag}.exe"
     obj = work / f"{tag}.o"
     r = subprocess.run([cc, *flags, "-c", "-o", str(obj), str(kernel_src)], capture_output=True, text=True)
@@ -160,15 +167,53 @@ def build_and_run(work: Path, tag: str, kernel_src: Path, driver_src: Path, cc: 
                        ([f for f in flags if f.startswith("-ftree-parallelize")]), capture_output=True, text=True)
     if r.returncode != 0:
         return {"error": "link: " + r.stderr.strip()[-400:]}
+    best: Optional[Dict[str, Any]] = None
+    rounds = []
+    for _ in range(max(1, rounds_wanted)):
+        waited = wait_for_idle(idle, max_wait)
+        try:
+            r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"error": f"timeout after {timeout:.0f} s"}
+        if r.returncode != 0:
+            return {"error": f"exit {r.returncode}: {r.stderr.strip()[-200:]}"}
+        m = re.search(r"median (\S+) min (\S+) max (\S+) checksum (\S+)", r.stdout)
+        res = {"median": float(m.group(1)), "min": float(m.group(2)), "max": float(m.group(3)),
+               "checksum": float(m.group(4))}
+        rounds.append({"median": res["median"], "waited_s": waited})
+        if best is None or res["median"] < best["median"]:
+            best = res
+    assert best is not None
+    best["rounds"] = rounds
+    return best
+
+
+def idle_fraction(seconds: float = 0.5) -> float:
+    """Share of CPU time the whole machine spent idle over ``seconds`` (from /proc/stat)."""
+    def sample():
+        with open("/proc/stat", encoding="ascii") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[3] + v[4], sum(v)
     try:
-        r = subprocess.run([str(exe)], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timeout after {timeout:.0f} s"}
-    if r.returncode != 0:
-        return {"error": f"exit {r.returncode}: {r.stderr.strip()[-200:]}"}
-    m = re.search(r"median (\S+) min (\S+) max (\S+) checksum (\S+)", r.stdout)
-    return {"median": float(m.group(1)), "min": float(m.group(2)), "max": float(m.group(3)),
-            "checksum": float(m.group(4))}
+        a = sample()
+        time.sleep(seconds)
+        b = sample()
+    except OSError:  # not Linux: no way to tell, run at once
+        return 1.0
+    return (b[0] - a[0]) / max(1, b[1] - a[1])
+
+
+def wait_for_idle(threshold: float, max_wait: float) -> float:
+    """Wait (at most ``max_wait`` s) until other processes leave the CPUs mostly idle; seconds waited.
+
+    On a shared machine a parallel build that loses a core to another process
+    spends its time in OpenMP barriers (wavefronts have one per step), which
+    measures the neighbour rather than the code.
+    """
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < max_wait and idle_fraction() < threshold:
+        pass
+    return round(time.monotonic() - t0, 1)
 
 
 def main() -> int:
@@ -176,6 +221,11 @@ def main() -> int:
     p.add_argument("--kernels", nargs="+", default=list(BENCH), choices=list(BENCH), metavar="KERNEL")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per run of one build")
     p.add_argument("--keep", type=Path, help="keep the generated files in this directory")
+    p.add_argument("--rounds", type=int, default=2,
+                   help="runs of each build (each a median of --repeat calls); the lowest median is kept")
+    p.add_argument("--idle", type=float, default=0.85,
+                   help="before each run, wait until this share of the machine's CPU time is idle")
+    p.add_argument("--max-wait", type=float, default=120.0, help="seconds to wait for --idle at most")
     args = p.parse_args()
     say = _common.progress(args.quiet)
     work = args.keep or Path(tempfile.mkdtemp(prefix="bench_c_"))
@@ -207,7 +257,8 @@ def main() -> int:
         for name, (cc, flags) in variants.items():
             say(f"{kernel}: {name}")
             row["runs"][name] = build_and_run(work, f"{kernel}.{name}", osrc if name == "polytile" else ksrc,
-                                              dsrc, cc, flags, args.timeout)
+                                              dsrc, cc, flags, args.timeout, args.rounds, args.idle,
+                                              args.max_wait)
             row["runs"][name]["flags"] = [cc] + flags
         base = row["runs"]["gcc-O3"]
         for name, r in row["runs"].items():
