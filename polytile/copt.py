@@ -598,6 +598,103 @@ def _generate_bounded(scop, s: Schedule, max_ops: Optional[int], separate: bool 
         ctx.reset_operations()
 
 
+def _rename_in(m: isl.Map, name: str) -> isl.Map:
+    return m.set_tuple_name(isl.dim_type.in_, name)
+
+
+def _split_planes(st) -> List[Tuple[int, isl.PwAff]]:
+    """``(iterator position, h)`` pairs: instances along that iterator read a cell the statement itself
+    writes at ``iterator == h`` (floyd-warshall's ``path[i][k]``, rewritten at ``j == k``)."""
+    dom = st.domain
+    n = dom.dim(isl.dim_type.set)
+    w = st.write_map()
+    arr = w.get_tuple_name(isl.dim_type.out)
+    reads: List[isl.BasicMap] = []
+
+    def take(m: isl.Map) -> None:
+        if m.get_tuple_name(isl.dim_type.out) == arr:
+            reads.extend(m.get_basic_maps())
+    st.reads().foreach_map(take)
+    planes = []
+    for x in range(n):
+        for r in reads:
+            r = isl.Map.from_basic_map(r)
+            if r.gist_domain(dom).involves_dims(isl.dim_type.in_, x, 1) or not r.is_single_valued():
+                continue
+            same = isl.Map.identity(isl.Space.map_from_set(dom.get_space()))
+            same = same.project_out(isl.dim_type.out, x, 1).insert_dims(isl.dim_type.out, x, 1)
+            same = same.set_tuple_name(isl.dim_type.out, st.name).intersect_domain(dom).intersect_range(dom)
+            writer = r.apply_range(w.reverse()).intersect(same)
+            if writer.is_empty():
+                continue
+            pos = writer.project_out(isl.dim_type.out, x + 1, n - x - 1).project_out(isl.dim_type.out, 0, x)
+            if not pos.is_single_valued():
+                continue
+            h = isl.PwMultiAff.from_map(pos).get_pw_aff(0).gist(dom)
+            if h.involves_dims(isl.dim_type.in_, x, 1):
+                continue
+            if all(not (px == x and ph.is_equal(h)) for px, ph in planes):
+                planes.append((x, h))
+    return planes
+
+
+def split_index_sets(scop, notes: List[str]):
+    """Index-set splitting (Pluto's ``--iss``): a statement that reads, along one of its loops, a cell it
+    rewrites at one point of that loop (floyd-warshall's ``path[i][k]``, written at ``j == k``) is split
+    into the parts before, at and after that point.  Each part then reads the cell as a loop invariant,
+    so its loop carries no dependence (vector and parallel loops), while program order between the
+    parts keeps every value the original computes.  None when no statement has such a plane."""
+    import dataclasses
+
+    stmts = []
+    flat = scop.schedule.get_map()
+    new_flat = isl.UnionMap.empty(flat.get_space())
+    changed = False
+    for st in scop.statements:
+        planes = _split_planes(st) if st.c_text is not None and len(st.iters) >= 2 else []
+        pieces = [st.domain]
+        for x, h in planes:
+            v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(st.domain.get_space()), isl.dim_type.set, x)
+            parts = [v.lt_set(h), v.eq_set(h), v.gt_set(h)]
+            pieces = [p.intersect(q) for p in pieces for q in parts]
+            pieces = [p for p in pieces if not p.is_empty()]
+        mine = isl.UnionMap.from_map(isl.Map.universe(isl.Space.map_from_domain_and_range(
+            st.domain.get_space(), st.domain.get_space())))
+        own = flat.intersect_domain(isl.UnionSet.from_set(st.domain))
+        if len(pieces) < 2:
+            stmts.append(st)
+            new_flat = new_flat.union(own)
+            continue
+        changed = True
+        maps: List[isl.Map] = []
+        own.foreach_map(maps.append)
+        for k, piece in enumerate(pieces):
+            name = f"{st.name}_{k}"
+            reads = isl.UnionMap.empty(st.reads().get_space())
+            for r in ([] if st.reads_override is None else [st.reads_override]):
+                parts_r: List[isl.Map] = []
+                r.foreach_map(parts_r.append)
+                for m in parts_r:
+                    reads = reads.union(isl.UnionMap.from_map(_rename_in(m.intersect_domain(piece), name)))
+            write = _rename_in(st.write_map().intersect_domain(piece), name)
+            stmts.append(dataclasses.replace(st, name=name, domain=piece.set_tuple_name(name),
+                                             reads_override=reads, write_override=write))
+            new_flat = new_flat.union(isl.UnionMap.from_map(_rename_in(maps[0].intersect_domain(piece), name)))
+        del mine
+        notes.append(f"index sets of {st.name} split at "
+                     + ", ".join(f"{st.iters[x]} = {h}" for x, h in planes) + f" into {len(pieces)} statements")
+    if not changed:
+        return None
+    from .poly.scop import Scop
+
+    domain = isl.UnionSet.empty(scop.domain.get_space())
+    for st in stmts:
+        domain = domain.union(isl.UnionSet.from_set(st.domain))
+    sched = isl.Schedule.from_domain(domain).insert_partial_schedule(
+        isl.MultiUnionPwAff.from_union_map(new_flat.intersect_domain(domain)))
+    return Scop.build(scop.name, stmts, scop.arrays, context=scop.context, schedule=sched)
+
+
 def stride_penalty(s: Schedule) -> int:
     """How many of the deepest statements have an innermost loop that cannot be vectorised.
 
@@ -700,31 +797,52 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
     deps = deps_mod.compute(scop)
     if steps is not None:
         res.notes.append("schedule replayed from the given steps")
-        cands = iter([(_replay(scop, deps, steps), [])])
+        options = [(scop, iter([(_replay(scop, deps, steps), [])]), [])]
         max_operations = None
     else:
-        cands = _candidates(scop, deps, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
-                            notes=res.notes)
+        options = [(scop, _candidates(scop, deps, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
+                                      notes=res.notes), [])]
+        split_notes: List[str] = []
+        split = split_index_sets(scop, split_notes) if parallel else None
+        if split is not None:
+            sdeps = deps_mod.compute(split)
+            split_notes = list(split_notes)
+            cands = _candidates(split, sdeps, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
+                                notes=split_notes)
+            # The split version is used only when its hot loops are more vectorisable than the original's.
+            first_plain = next(options[0][1])
+            first_split = next(cands)
+            import itertools
+
+            plain = (scop, itertools.chain([first_plain], options[0][1]), [])
+            other = (split, itertools.chain([first_split], cands), split_notes)
+            if stride_penalty(first_split[0]) < stride_penalty(first_plain[0]):
+                options = [other, plain]
+            else:
+                options = [plain]
     last_error: Optional[Exception] = None
-    for s, local in cands:
-        s = s.check("optimised schedule")
-        code = None
-        for separate in (True, False):
-            try:
-                code, gen_notes = _generate_bounded(scop, s, max_operations, separate=separate)
-                break
-            except isl.Error as e:
-                last_error = e
-                res.notes.append(f"code generation{' with separated innermost loops' if separate else ''} gave up on "
-                                 f"{' -> '.join(str(x) for x in s.steps[1:])}: {str(e).splitlines()[0][:120]}")
-        if code is None:
-            continue
-        res.notes.extend(local)
-        res.notes.extend(gen_notes)
-        res.schedule = s
-        head = "/* polytile opt: " + " -> ".join(str(st) for st in s.steps) + " */\n"
-        res.text = cs.wrap(head + code)
-        return res
+    for use_scop, cands, extra_notes in options:
+        for s, local in cands:
+            s = s.check("optimised schedule")
+            code = None
+            for separate in (True, False):
+                try:
+                    code, gen_notes = _generate_bounded(use_scop, s, max_operations, separate=separate)
+                    break
+                except isl.Error as e:
+                    last_error = e
+                    res.notes.append(f"code generation{' with separated innermost loops' if separate else ''} "
+                                     f"gave up on {' -> '.join(str(x) for x in s.steps[1:])}: "
+                                     f"{str(e).splitlines()[0][:120]}")
+            if code is None:
+                continue
+            res.notes.extend(extra_notes)
+            res.notes.extend(local)
+            res.notes.extend(gen_notes)
+            res.schedule = s
+            head = "/* polytile opt: " + " -> ".join(str(st) for st in s.steps) + " */\n"
+            res.text = cs.wrap(head + code)
+            return res
     raise PolytileError(f"{cs.path}:{cs.lines[0]}: no schedule could be generated ({last_error})")
 
 

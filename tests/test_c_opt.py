@@ -322,3 +322,18 @@ def test_vectorised_stencils_with_partial_vector_tiles_are_bitwise_identical(ker
     got = call_kernel(new, concrete[0], sizes, arrays, scalars, globals_)
     for name in arrays:
         np.testing.assert_array_equal(got[name], want[name], err_msg=f"{kernel}: array {name} differs")
+
+
+def test_index_set_splitting_vectorises_floyd_warshall(optimised):
+    from polytile.copt import stride_penalty
+
+    out, [res] = optimised("floyd-warshall.c")
+    # path[i][k] is rewritten only at j == k (and path[k][j] only at i == k): split there, each part's
+    # j loop carries nothing and becomes a simd loop; program order between the parts is kept
+    # (bitwise identity is checked by test_optimised_kernel_is_bitwise_identical).
+    assert any(n.startswith("index sets of S0 split at i = ") and "j = " in n for n in res.notes), res.notes
+    assert stride_penalty(res.schedule) == 0
+    assert b"#pragma omp simd" in out
+    for kernel in ("gemm.c", "covariance.c", "trisolv.c", "lu.c"):
+        _, [r] = optimised(kernel)
+        assert not any(n.startswith("index sets") for n in r.notes), (kernel, r.notes)
