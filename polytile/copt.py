@@ -2,21 +2,29 @@
 
 For every ``#pragma scop`` region of a C file:
 
-1. extract it (:mod:`polytile.frontends.c`) and compute its dependences;
+1. extract it (:mod:`polytile.frontends.c`) and compute its dependences; a
+   statement that reads, along a loop, a cell it rewrites at one point of
+   that loop is split there (index-set splitting, :func:`split_index_sets`)
+   when that makes its hot loops vectorisable;
 2. schedule it with isl's scheduler (Pluto-style skews make bands
    permutable, so stencils with a time loop become tileable), or keep the
-   original order if the scheduler fails;
+   original order if the scheduler fails; with smart fusion, isl's unfused
+   schedule and the original order compete (:func:`stride_penalty`);
 3. tile the outermost band of consecutive loops of every statement group,
    with sizes chosen from the hardware descriptor (a tile's footprint fits
-   half of L2); a tiling the dependences forbid is retried with one loop
-   fewer, so an illegal tiling is never emitted;
+   half of L2; time-tiled bands get a long vector tile innermost); a tiling
+   the dependences forbid is retried with one loop fewer, so an illegal
+   tiling is never emitted;
 4. mark the outermost parallel loop; when a tiled band has no parallel tile
    loop (a time-tiled stencil), skew its outer tile loop by the next one
    (a wavefront) so that the next tile loop becomes parallel;
-5. mark the innermost unit-stride loop of each statement ``simd`` where no
+5. order the statements of shared innermost loops so carried dependences
+   run forward, give each its own innermost loop where legal, and mark the
+   innermost unit-stride loop of each statement ``simd`` where no
    dependence forbids it;
-6. generate the region's loops (:func:`polytile.codegen.c.generate_region`)
-   and splice them into the file: every byte outside the regions is kept.
+6. generate the region's loops (:func:`polytile.codegen.c.generate_region`,
+   innermost loops separated so they carry no guards) and splice them into
+   the file: every byte outside the regions is kept.
 
 Every transformation goes through :mod:`polytile.schedule`, which checks it
 against the dependences; the final schedule is checked once more.
@@ -26,6 +34,8 @@ against the dependences; the final schedule is checked once more.
 """
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -38,6 +48,7 @@ from . import deps as deps_mod
 from .codegen.c import generate_region
 from .errors import IllegalSchedule, PolytileError, ScheduleError
 from .frontends.c import CScop, extract, splice
+from .poly.scop import Scop
 from .schedule import FUSION, PARALLEL, SIMD, Schedule, Step, apply_step, auto_parallel, automatic, initial
 from .schedule import distribute as distribute_step
 from .schedule import fuse as fuse_step
@@ -393,8 +404,6 @@ def vector_order(s: Schedule, notes: List[str], max_stmts: int = 5) -> Schedule:
     backward carried dependences is realised with ``fuse`` steps (which
     re-check legality); the original order is kept when no permutation helps.
     """
-    import itertools
-
     deps = s.deps.all(include_reductions=True)
     for group, d in _innermost_groups(s):
         if len(group) > max_stmts:
@@ -644,8 +653,6 @@ def split_index_sets(scop, notes: List[str]):
     into the parts before, at and after that point.  Each part then reads the cell as a loop invariant,
     so its loop carries no dependence (vector and parallel loops), while program order between the
     parts keeps every value the original computes.  None when no statement has such a plane."""
-    import dataclasses
-
     stmts = []
     flat = scop.schedule.get_map()
     new_flat = isl.UnionMap.empty(flat.get_space())
@@ -658,8 +665,6 @@ def split_index_sets(scop, notes: List[str]):
             parts = [v.lt_set(h), v.eq_set(h), v.gt_set(h)]
             pieces = [p.intersect(q) for p in pieces for q in parts]
             pieces = [p for p in pieces if not p.is_empty()]
-        mine = isl.UnionMap.from_map(isl.Map.universe(isl.Space.map_from_domain_and_range(
-            st.domain.get_space(), st.domain.get_space())))
         own = flat.intersect_domain(isl.UnionSet.from_set(st.domain))
         if len(pieces) < 2:
             stmts.append(st)
@@ -680,13 +685,10 @@ def split_index_sets(scop, notes: List[str]):
             stmts.append(dataclasses.replace(st, name=name, domain=piece.set_tuple_name(name),
                                              reads_override=reads, write_override=write))
             new_flat = new_flat.union(isl.UnionMap.from_map(_rename_in(maps[0].intersect_domain(piece), name)))
-        del mine
         notes.append(f"index sets of {st.name} split at "
                      + ", ".join(f"{st.iters[x]} = {h}" for x, h in planes) + f" into {len(pieces)} statements")
     if not changed:
         return None
-    from .poly.scop import Scop
-
     domain = isl.UnionSet.empty(scop.domain.get_space())
     for st in stmts:
         domain = domain.union(isl.UnionSet.from_set(st.domain))
@@ -806,14 +808,11 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
         split = split_index_sets(scop, split_notes) if parallel else None
         if split is not None:
             sdeps = deps_mod.compute(split)
-            split_notes = list(split_notes)
             cands = _candidates(split, sdeps, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
                                 notes=split_notes)
             # The split version is used only when its hot loops are more vectorisable than the original's.
             first_plain = next(options[0][1])
             first_split = next(cands)
-            import itertools
-
             plain = (scop, itertools.chain([first_plain], options[0][1]), [])
             other = (split, itertools.chain([first_split], cands), split_notes)
             if stride_penalty(first_split[0]) < stride_penalty(first_plain[0]):
