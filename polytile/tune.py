@@ -709,9 +709,9 @@ def tune(source, dims=None, *, shapes=None, dtypes=None, hardware: Any = "host",
         if predict is not None:
             for c in normal:
                 preds[c] = predict(base, c)
-            order = sorted(range(len(normal)), key=lambda k: (preds[normal[k]] is None,
-                                                              preds[normal[k]] or 0.0, k))
-            normal = [normal[k] for k in order]
+            # The model's order with autotile's tie-break, so the first trial is the
+            # configuration `polytile compile` would use (the untuned-by-measurement default).
+            normal = autotile.rank(base, normal, lambda c: preds[c] if preds[c] is not None else math.inf)
             sc = [preds[c] if preds[c] is not None else math.inf for c in normal]
         else:
             sc = [float(k) for k in range(len(normal))]

@@ -261,3 +261,12 @@ def test_oracle_of_a_plain_contraction_takes_the_einsum_path(monkeypatch):
     off = (A @ B).copy()
     off[3, 4] += 1
     assert "mismatch" in bench._compare((off,))
+
+
+def test_first_trial_is_the_compile_default():
+    """The search starts from what `polytile compile` would run (same model order and tie-break)."""
+    dims = "M=96,N=96,K=96"
+    r = T.tune(MATMUL, dims, cache=False, **dict(QUICK, max_trials=1, top_k=1))
+    _, chosen = autotile.autotile(polytile.schedule(MATMUL, dims=dims), pipeline.load_hardware("host"))
+    assert r.trials[0].source == "model-top-k"
+    assert list(r.trials[0].configs) == chosen
