@@ -7,12 +7,14 @@
     polytile schedule examples/matmul.tile --apply steps.json -o s.json   # transform, check, save a schedule
     polytile run examples/matmul.tile --schedule s.json --check       # ... and use it
     polytile compare examples/matmul.tile --tile 32,64 --fusion smart # legality, correctness, speed side by side
+    polytile compare tests/c_kernels/gemm.c --dims ni=512,nj=512,nk=512   # C: the file vs polytile opt, bitwise
 
 Every subcommand goes through :mod:`polytile.pipeline` (``load_program``,
 ``shapes_from_dims``, ``parse_dims``, ``schedule``, ``compile`` ->
 ``Kernel.specialize_shapes``, ``run_specialization``) or :mod:`polytile.compare`;
-this module only turns command-line text into those calls and their results
-into text.  The pipeline is imported lazily so that
+C files go through :mod:`polytile.copt` and :mod:`polytile.crun` (builds and
+calls for ``compare``).  This module only turns command-line text into those
+calls and their results into text.  The pipeline is imported lazily so that
 ``polytile --help`` does not pay for islpy.
 
 Exit codes: 0 success, 1 a user error (any :class:`~polytile.errors.PolytileError`,
@@ -608,15 +610,64 @@ def _schedule_yaml(schedule) -> str:
         return str(schedule)
 
 
+def _is_c(args) -> bool:
+    return str(args.file).endswith(".c")
+
+
+def _c_params(args) -> Dict[str, int]:
+    """``--dims`` of a C file: values fixing its parameters (function arguments and macros)."""
+    params: Dict[str, int] = {}
+    for d in getattr(args, "dims", None) or ():
+        params.update(d)
+    return params
+
+
+def _c_regions(args):
+    """The regions of a C file (``--function NAME``: that function's body), non-affine ones marked skipped."""
+    from .frontends.c import extract
+
+    params = _c_params(args)
+    return extract(args.file, function=getattr(args, "function", None), params=params or None,
+                   skip_nonaffine=True, assume_no_alias=getattr(args, "assume_no_alias", False))
+
+
+def _c_where(path, cs) -> str:
+    """``file:first-last (function)``: how every C command names a region."""
+    return f"{path}:{cs.lines[0]}-{cs.lines[1]} ({cs.function})"
+
+
+def _c_region_header(args, cs) -> str:
+    params = ", ".join(cs.params)
+    fixed = ", ".join(f"{k}={v}" for k, v in sorted(cs.fixed.items()))
+    return (f"// {_c_where(args.file, cs)}" + (f"; parameters {params}" if params else "")
+            + (f"; fixed {fixed}" if fixed else ""))
+
+
+def _c_dependence_lines(cs, *, indent: str, meanings: bool) -> List[str]:
+    """The dependence relations of a region (DEP_RELATIONS order), as ``deps`` and ``show`` print them."""
+    from . import deps as deps_mod
+
+    dep = deps_mod.compute(cs.scop)
+    order = [st.name for st in cs.scop.statements]
+    return _dependence_lines(dep, order, indent=indent, meanings=meanings)
+
+
+def _dependence_lines(dep, order: Sequence[str], *, indent: str, meanings: bool) -> List[str]:
+    out: List[str] = []
+    for title, attr, meaning in DEP_RELATIONS:
+        if meanings:
+            out += ["", f"{indent}{title}: {meaning}"]
+        else:
+            out.append(f"{indent}{title}:")
+        out += [f"{indent}  {line}" for line in _relation_lines(getattr(dep, attr), order) or ["(none)"]]
+    return out
+
+
 def _show_c(args) -> int:
     """`polytile show FILE.c`: each region's parameters, arrays, domains, accesses and dependences."""
-    from . import deps as deps_mod
-    from .frontends.c import extract, show
+    from .frontends.c import show
 
-    params: Dict[str, int] = {}
-    for d in args.dims or ():
-        params.update(d)
-    regions = extract(args.file, params=params or None, skip_nonaffine=True)
+    regions = _c_regions(args)
     if not regions:
         print(f"// {args.file}: no #pragma scop region")
         return 0
@@ -626,13 +677,8 @@ def _show_c(args) -> int:
         print(show(cs))
         if cs.skipped or cs.scop is None:
             continue
-        dep = deps_mod.compute(cs.scop)
-        order = [st.name for st in cs.scop.statements]
         print("  dependences:")
-        for title, attr, _meaning in DEP_RELATIONS:
-            print(f"    {title}:")
-            for line in _relation_lines(getattr(dep, attr), order) or ["(none)"]:
-                print(f"      {line}")
+        print("\n".join(_c_dependence_lines(cs, indent="    ", meanings=False)))
     return 0
 
 
@@ -713,6 +759,9 @@ def _specialised_header(target: Target, spec) -> str:
 
 
 def cmd_deps(args) -> int:
+    if _is_c(args):
+        return _deps_c(args)
+    _reject_c_options(args, "deps", ("function", "assume_no_alias"))
     target = resolve(args)
     spec = _specialize(target, args, build=False)
     print(_specialised_header(target, spec))
@@ -721,13 +770,30 @@ def cmd_deps(args) -> int:
     for s in spec.scop.statements:
         print(f"  {s.name}: {s.text or s.kind}")
     order = [s.name for s in spec.scop.statements]
-    for title, attr, meaning in DEP_RELATIONS:
-        rel = getattr(spec.deps, attr)
+    print("\n".join(_dependence_lines(spec.deps, order, indent="", meanings=True)))
+    return 0
+
+
+def _deps_c(args) -> int:
+    """`polytile deps FILE.c`: per region, its statements with their C text and each dependence relation."""
+    _reject_tile_options(args, "deps", ("shape", "dtype", "dtypes"))
+    regions = _c_regions(args)
+    if not regions:
+        print(f"// {args.file}: no #pragma scop region")
+        return 0
+    for k, cs in enumerate(regions):
+        if k:
+            print()
+        print(_c_region_header(args, cs))
+        if cs.skipped or cs.scop is None:
+            print("skipped: " + cs.reason.replace("\n", "\n  "))
+            continue
         print()
-        print(f"{title}: {meaning}")
-        lines = _relation_lines(rel, order)
-        for line in lines or ["(none)"]:
-            print(f"  {line}")
+        print("statements:")
+        for st in cs.scop.statements:
+            where = f" (line {st.loc.line})" if st.loc is not None else ""
+            print(f"  {st.name}{where}: {st.c_text}")
+        print("\n".join(_c_dependence_lines(cs, indent="", meanings=True)))
     return 0
 
 
@@ -749,9 +815,100 @@ def _contraction_lines(schedule) -> List[str]:
     return lines
 
 
+def _reject_c_options(args, command: str, names: Sequence[str]) -> None:
+    """Options a Tile program does not take (it has no functions, macros, pointers or opt variants)."""
+    for name in names:
+        if getattr(args, name, None) not in (None, False, []):
+            raise UsageError(f"--{name.replace('_', '-')} applies to C files only ({PROG} {command} FILE.c)")
+
+
+#: Why a Tile option has no meaning for a C file.
+_TILE_ONLY = {"shape": "a C file's extents come from its declarations",
+              "dtype": "a C file's types come from its declarations",
+              "dtypes": "a C file's types come from its declarations",
+              "tile": "compare the opt variants --no-tile, or a saved schedule with --schedules",
+              "inputs": "a C file's inputs are uniform floats in [0.5, 1.5) and integers in [1, 50)"}
+
+
+def _reject_tile_options(args, command: str, names: Sequence[str]) -> None:
+    for name in names:
+        if getattr(args, name, None) not in (None, False, []):
+            raise UsageError(f"--{name} applies to Tile programs only ({_TILE_ONLY[name]})")
+
+
+def _schedule_c(args) -> int:
+    """`polytile schedule FILE.c`: per region, the schedule `polytile opt` uses (loop tree, isl tree, notes)."""
+    from . import crun
+
+    _reject_tile_options(args, "schedule", ("shape", "dtype", "dtypes"))
+    _, results = crun.optimise(
+        args.file, function=args.function, tile=not args.no_tile, parallel=not args.no_parallel,
+        fusion=args.fusion or "smart", hardware=args.hardware or "host", params=_c_params(args) or None,
+        schedule=args.apply, skip_nonaffine=True, assume_no_alias=args.assume_no_alias)
+    if not results:
+        print(f"// {args.file}: no #pragma scop region")
+        return 0
+    saved = [r for r in results if r.schedule is not None]
+    names = _c_schedule_names(Path(args.output), len(saved)) if args.output else []
+    k_saved = 0
+    for k, r in enumerate(results):
+        if k:
+            print()
+        print(_c_region_header(args, r.cscop))
+        if r.schedule is None:
+            print("left as it is: " + ("; ".join(r.notes) or "not modelled").replace("\n", "\n  "))
+            continue
+        print()
+        print("== schedule (loop tree)")
+        if r.cscop.params:
+            # Schedule.describe samples one point of the loop bounds; with symbolic sizes that is one
+            # value of the parameters, not the bounds of the loops.
+            print(f"(loop ranges for one sample of {', '.join(r.cscop.params)}; --dims fixes them)")
+        print(r.schedule.describe())
+        print()
+        print("== schedule tree (isl)")
+        print(_schedule_yaml(r.schedule))
+        if r.notes:
+            print()
+            print("== notes")
+            print("\n".join(f"  {n}" for n in r.notes))
+        split = {st.name for st in r.schedule.scop.statements} != {st.name for st in r.cscop.scop.statements}
+        if names:
+            out_path = names[k_saved]
+            k_saved += 1
+            try:
+                r.schedule.save(out_path)
+            except OSError as exc:
+                raise PolytileError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+            print()
+            print(f"wrote {out_path} ({len(r.schedule.steps)} steps)"
+                  + (f"; use it with: {PROG} opt {args.file} --schedule {out_path}"
+                     if len(results) == 1 and not split else ""))
+            if split:
+                print(f"  note: its statements ({', '.join(st.name for st in r.schedule.scop.statements)}) are "
+                      f"index-set splits of the region's; `opt --schedule` replays steps on the unsplit region, "
+                      f"so this file documents the schedule but cannot be replayed")
+    if len(names) > 1:
+        print()
+        print(f"{len(names)} regions: one schedule file per region, numbered in file order "
+              f"({', '.join(str(n) for n in names)}); `{PROG} opt --schedule` replays one file on every "
+              f"region, so use each with --apply or on a file holding that region alone")
+    return 0
+
+
+def _c_schedule_names(out: Path, n: int) -> List[Path]:
+    """``-o s.json`` for ``n`` regions: ``s.json`` for one, ``s.1.json``, ``s.2.json``, ... for several."""
+    if n <= 1:
+        return [out] * n
+    return [out.with_name(f"{out.stem}.{k}{out.suffix or '.json'}") for k in range(1, n + 1)]
+
+
 def cmd_schedule(args) -> int:
     from . import pipeline
 
+    if _is_c(args):
+        return _schedule_c(args)
+    _reject_c_options(args, "schedule", ("function", "assume_no_alias", "no_tile", "hardware"))
     saved = load_schedule_file(args.apply) if args.apply else None
     target = resolve(args, saved=saved)
     steps = _recipe(saved, args.fusion, parallel=not args.no_parallel)
@@ -788,11 +945,90 @@ def cmd_schedule(args) -> int:
 # ---------------------------------------------------------------------------
 
 
+def _scalar(text: str) -> Tuple[str, float]:
+    name, sep, value = text.partition("=")
+    try:
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name.strip()):
+            raise ValueError
+        return name.strip(), float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, got {text!r}") from None
+
+
+def _compare_c(args, out: Optional[Path]) -> int:
+    """`polytile compare FILE.c`: the original build against `polytile opt` variants, checked bitwise, timed."""
+    import shlex
+
+    from . import crun
+
+    _reject_tile_options(args, "compare", ("tile", "dtype", "dtypes", "inputs"))
+    flags = tuple(shlex.split(args.cflags)) if args.cflags else crun.DEFAULT_FLAGS
+    shapes: Dict[str, Tuple[int, ...]] = {}
+    for sh in args.shape or ():
+        shapes.update(sh)
+    cands = crun.variants(args.fusion or (), no_tile=args.no_tile, no_parallel=args.no_parallel,
+                          schedules=args.schedules or ())
+    names = crun.functions(args.file, function=args.function, assume_no_alias=args.assume_no_alias)
+    if not names:
+        raise PolytileError(f"{args.file}: no #pragma scop region to compare")
+    whole = args.function is not None
+    ok = True
+    results = []
+    for k, fname in enumerate(names):
+        call = crun.prepare(args.file, sizes=_c_params(args), scalars=dict(args.scalar or ()), shapes=shapes,
+                            function=fname, whole_function=whole, seed=args.seed,
+                            assume_no_alias=args.assume_no_alias, other_sizes=len(names) > 1)
+
+        def progress(text: str, fname=fname) -> None:
+            if not args.quiet:
+                _note(f"{fname}: {text}")
+
+        result = crun.compare_c(call, cands, repeat=args.repeat, warmup=args.warmup, flags=flags,
+                                hardware=args.hardware or "host", assume_no_alias=args.assume_no_alias,
+                                whole_function=whole, progress=progress)
+        results.append(result)
+        ok = ok and result.ok
+        prov = result.provenance
+        machine, cc = prov["machine"], prov["compiler"]
+        if k:
+            print()
+        sizes = ", ".join(f"{n}={v}" for n, v in call.sizes.items()) or "none"
+        scalars = ", ".join(f"{n}={v:g}" for n, v in call.scalars.items())
+        arrays = ", ".join(f"{n}[{'x'.join(map(str, a.shape)) or 'scalar'}]" + (" (global)" if n in call.globals
+                                                                                else "")
+                           for n, a in call.inputs.items())
+        print(f"program  {args.file}: {fname}()  ({sizes}" + (f"; {scalars}" if scalars else "") + ")")
+        print(f"arrays   {arrays or '(none)'}")
+        print(f"machine  {machine['node']}: {machine['processor']}, {machine['cpu_count']} logical CPUs"
+              + (f", OMP_NUM_THREADS={machine['omp_num_threads']}" if machine.get("omp_num_threads") else ""))
+        print(f"compiler {cc.get('path', cc.get('name'))} ({cc.get('version', cc.get('error', '?'))}) "
+              f"{' '.join(prov['flags'])}")
+        print(f"timing   {args.repeat} timed call(s) after {args.warmup} warm-up per build, each on fresh copies "
+              f"of the same random inputs (seed {args.seed})")
+        print("check    bitwise: every array above equals the original build's, byte for byte")
+        print()
+        print(result.table())
+    if out is not None:
+        # Several functions: one results file per function, named after it.
+        paths = [out] if len(results) == 1 else [out.with_name(f"{out.stem}.{r.provenance['function']}{out.suffix}")
+                                                 for r in results]
+        for r, path in zip(results, paths):
+            r.save(path)
+        print()
+        print(f"wrote {', '.join(map(str, paths))} (with provenance and each variant's steps)")
+    return 0 if ok else 1
+
+
 def cmd_compare(args) -> int:
     out = Path(args.output) if args.output else None
     if out is not None and out.suffix.lower() not in (".csv", ".json"):
         # Found now, not after minutes of measuring.
         raise UsageError(f"-o {out}: name the results file .csv or .json")
+    if _is_c(args):
+        return _compare_c(args, out)
+    _reject_c_options(args, "compare", ("function", "assume_no_alias", "no_tile", "no_parallel", "hardware",
+                                        "scalar", "cflags"))
+    args.inputs = args.inputs or "int"
     files = [load_schedule_file(f) for f in args.schedules or ()]
     # With no sizes given anywhere else, the first saved schedule's shapes are the ones it was checked for.
     target = resolve(args, saved=next((f for f in files if f.shapes is not None), None))
@@ -846,6 +1082,7 @@ examples:
   polytile schedule examples/matmul.tile --apply steps.json -o sched.json
   polytile run examples/matmul.tile --schedule sched.json --check
   polytile compare examples/matmul.tile --dims M=256,N=256,K=256 --tile 32,64 --fusion smart
+  polytile opt tests/c_kernels/jacobi-2d.c -o jacobi-2d.opt.c        # C: also show, deps, schedule, compare
 
 Sizes: --dims gives every dimension name of the inputs' headers; without it
 the first `// dims:` comment line of the file is used.  POLYTILE_DEBUG=1..3
@@ -895,6 +1132,9 @@ examples:
   polytile deps examples/matmul.tile --dims M=8,N=8,K=8
   polytile deps examples/matmul_bias_relu.tile
   polytile deps examples/cumsum.tile --dims N=6
+  polytile deps tests/c_kernels/jacobi-2d.c                  # each #pragma scop region, parametric
+  polytile deps tests/c_kernels/gemm.c --dims ni=4,nj=4,nk=4 # parameters fixed
+  polytile deps kernel.c --function kernel_foo                # a whole function body as the region
 
 Each relation is printed as isl maps from a source statement instance to a
 sink instance that must follow it, one map per (source, sink) statement pair:
@@ -906,6 +1146,10 @@ reads "iteration (i, j, k) of S0 and every later k' of the same (i, j) update
 the same cell".  Statement names (Z0, S0, E1, ...) are listed first with their
 Tile text; they are the names `polytile schedule` steps may use (or the
 tensor name, e.g. "C", for its main statement).
+
+A C file: one block per region, headed `// file:first-last (function)` with
+its symbolic and fixed parameters; its statements are listed with their line
+and C text (S0, S1, ... in program order, the names opt's steps use).
 """
 
 _SCHEDULE_EPILOG = """\
@@ -934,6 +1178,18 @@ starts with its base step and is used as it is (by --apply, and by compile/run
 Every step is checked against the dependences: an illegal one stops with the
 violated dependence and a pair of iterations it would run in the wrong order
 (exit status 1).
+
+C files: per #pragma scop region, the schedule `polytile opt` uses with the
+same options (--fusion, --no-tile, --no-parallel, --hardware; --dims fixes
+parameters like opt --param; --apply replays steps like opt --schedule),
+its loop tree, isl tree and opt's notes:
+
+  polytile schedule tests/c_kernels/jacobi-2d.c -o jacobi.json
+  polytile opt tests/c_kernels/jacobi-2d.c --schedule jacobi.json   # = polytile opt tests/c_kernels/jacobi-2d.c
+
+With several regions, -o s.json writes s.1.json, s.2.json, ... (one per
+region, in file order); opt --schedule replays one file on every region.  A
+region opt split by index sets (floyd-warshall) is saved but cannot be replayed.
 """
 
 _COMPARE_EPILOG = """\
@@ -956,6 +1212,24 @@ contraction iteration point; speedup is relative to the first candidate.
 -o writes CSV or JSON (by the suffix) with the machine, compiler and flags,
 versions, date, program, sizes, and every candidate's steps and loop tree.
 Exit status 1 if any candidate fails to build or mismatches the reference.
+
+C files: the function holding the regions is called through ctypes, built
+from the file as written ("original", the baseline) and from `polytile opt`
+variants: "opt" (the default), "fusion-<c>" per --fusion choice, "no-tile",
+"no-parallel", and one per --schedules file.  Every build uses the same
+compiler and flags (-O3 -march=native -fopenmp -ffp-contract=off: without
+FMA contraction both builds round alike; --cflags to change) and the same
+random inputs; every array the function reaches must equal the original
+build's bitwise (check MISMATCH and exit status 1 otherwise).
+
+  polytile compare tests/c_kernels/jacobi-2d.c --dims tsteps=50,n=1000 --fusion none,max --no-tile
+  polytile compare tests/c_kernels/gemm.c --dims ni=800,nj=800,nk=800 --scalar alpha=1.5 -o gemm.csv
+  polytile compare tests/c_kernels/heat-3d.c --dims N=120,TSTEPS=20      # macros rewritten in every build
+
+int parameters need --dims (a missing one is named); macros default to the
+file's value; float parameters are 1.5 unless --scalar sets them; arrays take
+their declared extents, or the extents the regions access (--shape X=100
+overrides); file-scope arrays are reached through the library's symbols.
 """
 
 
@@ -982,6 +1256,14 @@ def _shape_options(p: argparse.ArgumentParser) -> None:
                    help="element type of every input (default: float32)")
     g.add_argument("--dtypes", action="append", type=_arg_type(parse_dtypes, "dtypes"), metavar="A=float64,B=int32",
                    help="element type per input, overriding --dtype")
+
+
+def _c_options(p: argparse.ArgumentParser, group=None) -> None:
+    g = group or p.add_argument_group("C files")
+    g.add_argument("--function", metavar="NAME",
+                   help="C: the whole body of function NAME is the region (instead of #pragma scop regions)")
+    g.add_argument("--assume-no-alias", action="store_true",
+                   help="C: assume pointer parameters do not overlap (as with restrict)")
 
 
 def _fusion_list(text: str) -> List[str]:
@@ -1053,6 +1335,8 @@ examples:
   polytile opt gemm.c -o gemm.opt.c --no-tile --fusion max
   polytile opt heat.c -o heat.opt.c --param N=200 --param TSTEPS=50
   polytile opt mixed.c -o out.c --skip-nonaffine
+  polytile opt tests/c_kernels/gemm.c --function kernel_gemm       # the whole body, no pragmas needed
+  polytile schedule tests/c_kernels/jacobi-2d.c -o s.json && polytile opt tests/c_kernels/jacobi-2d.c --schedule s.json
 
 Every #pragma scop region is scheduled with isl's scheduler (or the original
 order if it fails), its outermost band tiled (sizes from --hardware), the
@@ -1074,11 +1358,11 @@ def _param(text: str) -> Tuple[str, int]:
 
 
 def cmd_opt(args) -> int:
-    from . import copt
+    from . import crun
 
     params = dict(args.param or ()) or None
-    out, results = copt.optimize_regions(
-        args.file, tile=args.tile, parallel=args.parallel, fusion=args.fusion, hardware=args.hardware,
+    out, results = crun.optimise(
+        args.file, function=args.function, tile=args.tile, parallel=args.parallel, fusion=args.fusion, hardware=args.hardware,
         params=params, schedule=args.schedule, skip_nonaffine=args.skip_nonaffine,
         assume_no_alias=args.assume_no_alias)
     for r in results:
@@ -1164,8 +1448,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the dependences (flow, anti, output, reduction) as isl relations",
                         description="Compute the dependences of a Tile program for concrete sizes and print "
                                     "each relation (memory- and value-based flow, anti, output, reduction) "
-                                    "as isl text, one map per pair of statements.")
-    p.add_argument("file", metavar="FILE.tile", help="the Tile program")
+                                    "as isl text, one map per pair of statements.  A C file (.c): the same for "
+                                    "each #pragma scop region, parametric unless --dims fixes parameters.")
+    p.add_argument("file", metavar="FILE.tile|FILE.c", help="the Tile program, or a C file with #pragma scop regions")
+    _c_options(p)
     _shape_options(p)
     _common(p, sub=True)
     p.set_defaults(handler=cmd_deps)
@@ -1176,15 +1462,23 @@ def build_parser() -> argparse.ArgumentParser:
                                     "replay the transformation steps of --apply on it with every step checked "
                                     "against the dependences, and print the loop tree, the isl schedule tree "
                                     "and the memory traffic array contraction saves.  -o saves the schedule "
-                                    "as JSON for compile/run --schedule and compare --schedules.")
-    p.add_argument("file", metavar="FILE.tile", help="the Tile program")
+                                    "as JSON for compile/run --schedule and compare --schedules.  A C file (.c): "
+                                    "per #pragma scop region, the schedule `polytile opt` uses (same options), "
+                                    "its notes, and with -o the file `polytile opt --schedule` replays.")
+    p.add_argument("file", metavar="FILE.tile|FILE.c", help="the Tile program, or a C file with #pragma scop regions")
     p.add_argument("--fusion", choices=FUSION,
-                   help="start from isl's scheduler with this fusion choice instead of program order")
+                   help="start from isl's scheduler with this fusion choice instead of program order "
+                        "(C: as polytile opt --fusion, default smart)")
     p.add_argument("--apply", metavar="STEPS.json",
                    help="steps to replay: a JSON list of steps, or a schedule saved with -o")
     p.add_argument("--no-parallel", action="store_true",
-                   help="leave out the automatic parallel marks (auto_parallel) of the base schedule")
+                   help="leave out the automatic parallel marks (auto_parallel) of the base schedule "
+                        "(C: as polytile opt --no-parallel, no parallel or simd marks)")
+    p.add_argument("--no-tile", action="store_true", help="C: as polytile opt --no-tile")
+    p.add_argument("--hardware", default=None, metavar="NAME|FILE",
+                   help="C: hardware descriptor for tile sizes, as polytile opt --hardware (default: host)")
     p.add_argument("-o", "--output", metavar="SCHED.json", help="save the schedule (steps, isl tree, sizes) here")
+    _c_options(p)
     _shape_options(p)
     _common(p, sub=True)
     p.set_defaults(handler=cmd_schedule)
@@ -1194,8 +1488,10 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Build candidate schedules of a Tile program (the default, saved ones, "
                                     "isl's fusion choices, tilings), check each for legality and against the "
                                     "reference interpreter, time them on the same inputs and print one table; "
-                                    "-o writes it as CSV or JSON with provenance.")
-    p.add_argument("file", metavar="FILE.tile", help="the Tile program")
+                                    "-o writes it as CSV or JSON with provenance.  A C file (.c): the file as "
+                                    "written against `polytile opt` variants of it, all built with the same "
+                                    "compiler and flags, each checked bitwise against the original.")
+    p.add_argument("file", metavar="FILE.tile|FILE.c", help="the Tile program, or a C file with #pragma scop regions")
     p.add_argument("--schedules", nargs="+", metavar="SCHED.json", default=[],
                    help="saved schedules (or JSON step lists) to compare")
     p.add_argument("--fusion", type=_arg_type(_fusion_list, "fusion"), metavar="none,smart,max",
@@ -1205,10 +1501,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=positive_int, default=10, metavar="N", help="timed runs (default: 10)")
     p.add_argument("--warmup", type=nonnegative_int, default=2, metavar="N", help="untimed runs first (default: 2)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed for the inputs (default: 0)")
-    p.add_argument("--inputs", choices=("int", "normal"), default="int",
+    p.add_argument("--inputs", choices=("int", "normal"), default=None,
                    help="int: integers in [-4, 4] (exact, the default); normal: standard normal")
     p.add_argument("-o", "--output", metavar="RESULTS.csv|.json", help="write the results and provenance here")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    g = p.add_argument_group("C files")
+    g.add_argument("--no-tile", action="store_true", help="also the variant `polytile opt --no-tile`")
+    g.add_argument("--no-parallel", action="store_true", help="also the variant `polytile opt --no-parallel`")
+    g.add_argument("--hardware", default=None, metavar="NAME|FILE",
+                   help="hardware descriptor of the opt variants' tile sizes (default: host)")
+    g.add_argument("--scalar", type=_scalar, action="append", metavar="NAME=NUMBER",
+                   help="value of a floating-point parameter (repeatable; default 1.5)")
+    g.add_argument("--cflags", metavar="FLAGS",
+                   help="compiler flags of every build (default: -O3 -march=native -fopenmp -ffp-contract=off)")
+    _c_options(p, group=g)
     _shape_options(p)
     _common(p, sub=True)
     p.set_defaults(handler=cmd_compare)
@@ -1235,6 +1541,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave regions the frontend cannot model untouched instead of failing")
     p.add_argument("--assume-no-alias", action="store_true",
                    help="assume pointer parameters do not overlap (as with restrict)")
+    p.add_argument("--function", metavar="NAME",
+                   help="optimise the whole body of function NAME as one region (no #pragma scop needed)")
     _common(p, sub=True)
     p.set_defaults(handler=cmd_opt)
 

@@ -53,7 +53,9 @@ EXEMPT = frozenset({"polytile", "polytile.pipeline", "polytile.cli", "polytile._
                     # The CUDA target (mapping + CUDA/emulation codegen + nvcc build).
                     "polytile.cuda_target",
                     # Source-to-source C optimisation: frontends.c, deps, schedule and codegen.
-                    "polytile.copt"})
+                    "polytile.copt",
+                    # Builds C files (runtime) and calls their functions on opt variants (copt, frontends.c).
+                    "polytile.crun"})
 
 #: API facades: ``polytile.reference(...)`` and ``polytile.schedule(...)`` are
 #: documented calls whose module is also a stage; each module's ``__call__``

@@ -6,7 +6,7 @@
 
 See :mod:`.extract` for what is modelled and what is refused.
 """
-from .extract import CParam, CScop, extract, show, splice
+from .extract import CParam, CScop, extract, file_globals, show, splice
 from .source import CFrontendError
 
-__all__ = ["extract", "show", "splice", "CScop", "CParam", "CFrontendError"]
+__all__ = ["extract", "file_globals", "show", "splice", "CScop", "CParam", "CFrontendError"]

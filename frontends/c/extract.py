@@ -1377,3 +1377,29 @@ def show(cscop: CScop) -> str:
     for n in cscop.notes:
         lines.append(f"  note: {n}")
     return "\n".join(lines)
+
+
+def file_globals(path) -> Tuple[CParam, ...]:
+    """The file-scope variables of the C file ``path``, described like function parameters.
+
+    Drivers that call a region's function need the declared extents of the
+    global arrays it touches (the accesses of a region may cover only part
+    of an array, and the row length fixes the layout).  ``static`` and
+    ``extern`` variables are left out: a shared library built from the file
+    does not define them for a caller to reach.
+
+    >>> # file_globals("heat-3d.c") -> (CParam('A', 'array', 'float64', ('N', 'N', 'N')), ...)
+    """
+    file = _File(load(str(path)))
+    out = []
+    for ext in file.ast.ext:
+        if not isinstance(ext, c_ast.Decl) or not ext.name or isinstance(ext.type, c_ast.FuncDecl):
+            continue
+        if set(ext.storage or []) & {"static", "extern", "typedef"} or not file.src.is_main(ext.coord.file if ext.coord else None):
+            continue
+        s = file.globals[ext.name]
+        if s.kind == "array":
+            out.append(CParam(s.name, "array", s.dtype, tuple(None if d is None else _c(d) for d in s.dims)))
+        elif s.kind == "scalar":
+            out.append(CParam(s.name, "int" if _is_integer(s.dtype) else "float", s.dtype))
+    return tuple(out)

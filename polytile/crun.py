@@ -1,0 +1,542 @@
+"""Build C files into cached shared libraries and call a region's function on numpy arrays.
+
+This is what ``polytile compare FILE.c`` runs, and what the C tests use: the
+original file and each ``polytile opt`` variant of it are compiled with the
+same compiler and flags (through :mod:`polytile.runtime`, so builds are
+cached), the function holding the regions is called through ctypes on the
+same random inputs, every array it can reach is compared byte for byte with
+the original build's, and the calls are timed.
+
+    >>> from polytile import crun
+    >>> call = crun.prepare("tests/c_kernels/gemm.c", sizes={"ni": 64, "nj": 64, "nk": 64})   # doctest: +SKIP
+    >>> lib = crun.build(call.source, name="gemm")                                             # doctest: +SKIP
+    >>> arrays, times = call.run(lib, repeat=3)         # doctest: +SKIP
+    >>> result = crun.compare_c(call, crun.variants(fusion=["max"]), repeat=5)                 # doctest: +SKIP
+    >>> print(result.table())                                                                  # doctest: +SKIP
+
+Arguments of the function: ``int`` parameters are sizes (``sizes``, no
+default), integer macros the regions use are sizes too (the file's value
+unless ``sizes`` gives another: the ``#define`` line is rewritten in every
+build), floating-point parameters come from ``scalars`` (default 1.5),
+arrays and pointers are allocated with the extents their declarations give
+(evaluated with the sizes), or, where C does not say (``double *x``, the
+first extent of ``double (*A)[n]``), the extents the regions access, unless
+``shapes`` names them.  File-scope arrays the regions touch are reached
+through their symbols in the library.  Anything that cannot be supplied
+(a missing size, a ``double **`` parameter, a static global) is an error
+naming it.
+"""
+from __future__ import annotations
+
+import ast
+import ctypes
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import compare as compare_mod
+from . import copt
+from . import runtime
+from .errors import IllegalSchedule, PolytileError
+from .frontends.c import CParam, CScop, extract, file_globals, splice
+
+#: Flags of every build: the ones ``bench_c`` times with, plus ``-ffp-contract=off`` so that
+#: both builds round every operation the same way (GCC may fuse a multiply and an add into an
+#: FMA in one loop structure and not in another, which would make a bitwise check meaningless).
+DEFAULT_FLAGS: Tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-ffp-contract=off")
+#: Added to every build: a shared library ctypes can load.
+_SHARED = ("-fPIC", "-shared")
+#: Default value of a floating-point parameter (``alpha``, ``beta``, ...).
+DEFAULT_SCALAR = 1.5
+
+_CTYPES = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+           "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
+           "uint64": ctypes.c_uint64, "float32": ctypes.c_float, "float64": ctypes.c_double,
+           "bool": ctypes.c_bool}
+
+
+# ---------------------------------------------------------------------------
+# building
+# ---------------------------------------------------------------------------
+
+
+def build(source, *, name: str, flags: Sequence[str] = DEFAULT_FLAGS, include_dir: Optional[Path] = None,
+          cc: Optional[str] = None) -> Path:
+    """Compile C ``source`` (text or bytes) into a shared library (cached); its path.
+
+    ``include_dir`` is searched for ``#include "..."`` files (the original
+    file's directory: the runtime compiles a copy kept in its cache).  The
+    cache key covers the source, flags and compiler, not the included files.
+
+    >>> # build(Path("gemm.c").read_bytes(), name="gemm")  -> .../libgemm.so
+    """
+    if isinstance(source, bytes):
+        try:
+            source = source.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PolytileError(f"{name}: the C source is not UTF-8 ({e})") from None
+    extra = [f"-I{include_dir}"] if include_dir is not None else []
+    return runtime.build(source, flags=[*flags, *_SHARED, *extra], cc=cc, name_hint=runtime.sanitize_name(name))
+
+
+def set_macros(source: bytes, values: Mapping[str, int]) -> bytes:
+    """``source`` with the value of each ``#define NAME value`` line replaced by ``values[NAME]``.
+
+    >>> set_macros(b"#define N 10\\nint x[N];\\n", {"N": 64})
+    b'#define N 64\\nint x[N];\\n'
+    """
+    for macro, value in values.items():
+        pattern = rb"^([ \t]*#[ \t]*define[ \t]+" + re.escape(macro.encode()) + rb"[ \t]+)[^\s]+"
+        source, n = re.subn(pattern, lambda m: m.group(1) + str(int(value)).encode(), source, flags=re.M)
+        if n != 1:
+            raise PolytileError(f"cannot set macro {macro}: the file needs exactly one '#define {macro} <value>' "
+                                f"line (found {n})")
+    return source
+
+
+# ---------------------------------------------------------------------------
+# what to pass
+# ---------------------------------------------------------------------------
+
+
+def eval_extent(text: str, values: Mapping[str, int]) -> int:
+    """The value of an array extent's C text (``n``, ``N + 2``, ``2 * m``) given the sizes.
+
+    >>> eval_extent("N + 2", {"N": 8})
+    10
+    """
+    def ev(node) -> int:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in values:
+                raise KeyError(node.id)
+            return int(values[node.id])
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            v = ev(node.operand)
+            return -v if isinstance(node.op, ast.USub) else v
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if isinstance(node.op, (ast.Div, ast.FloorDiv)) and b:
+                return int(a / b)  # C's division truncates
+            if isinstance(node.op, ast.Mod) and b:
+                return int(np.fmod(a, b))
+        raise ValueError(text)
+
+    try:
+        # C integer suffixes (10L, 4u) are not Python.
+        return ev(ast.parse(re.sub(r"\b(\d+)[uUlL]+\b", r"\1", text), mode="eval"))
+    except SyntaxError:
+        raise ValueError(text) from None
+
+
+@dataclass
+class Call:
+    """A call of one C function: its arguments and the arrays it reaches, for one set of sizes.
+
+    ``inputs`` holds every array the function can be observed through:
+    array parameters and the file-scope variables its regions touch
+    (``globals``, reached through their symbols in the library).
+    ``source`` is the file's bytes with the macros set to ``macros``.
+    """
+
+    path: Path
+    function: str
+    signature: Tuple[CParam, ...]
+    sizes: Dict[str, int]
+    scalars: Dict[str, float]
+    inputs: Dict[str, np.ndarray]
+    globals: Tuple[str, ...] = ()
+    macros: Dict[str, int] = field(default_factory=dict)
+    source: bytes = b""
+    regions: Tuple[CScop, ...] = ()
+
+    def with_macros(self, text: bytes) -> bytes:
+        """``text`` (the file or an optimised version of it) with the macros this call needs."""
+        return set_macros(text, self.macros) if self.macros else text
+
+    def run(self, library: Path, *, repeat: int = 0, warmup: int = 0) -> Tuple[Dict[str, np.ndarray], List[float]]:
+        """Call the function in ``library`` ``warmup + repeat`` times (at least once), each on fresh copies
+        of ``inputs``; the arrays after the last call and the ``repeat`` timed calls' seconds.
+
+        >>> # arrays, times = call.run(build(call.source, name="gemm"), repeat=5, warmup=1)
+        """
+        cdll = ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
+        try:
+            fn = cdll[self.function]
+        except AttributeError:
+            raise PolytileError(f"{library}: no function {self.function!r} (is it static?)") from None
+        state: Dict[str, np.ndarray] = {}
+        for name in self.globals:
+            arr = self.inputs[name]
+            try:
+                buf = (ctypes.c_char * arr.nbytes).in_dll(cdll, name)
+            except ValueError:
+                raise PolytileError(f"{self.path}: {self.function}() uses the file-scope variable {name}, which "
+                                    f"the built library does not export") from None
+            state[name] = np.frombuffer(buf, dtype=arr.dtype).reshape(arr.shape)
+        for name, arr in self.inputs.items():
+            if name not in state:
+                state[name] = np.empty_like(arr)
+        args, types = [], []
+        for p in self.signature:
+            if p.kind == "int":
+                args.append(int(self.sizes[p.name]))
+                types.append(_CTYPES.get(p.dtype or "int32", ctypes.c_int))
+            elif p.kind == "float":
+                args.append(float(self.scalars[p.name]))
+                types.append(_CTYPES.get(p.dtype or "float64", ctypes.c_double))
+            else:
+                args.append(state[p.name].ctypes.data_as(ctypes.c_void_p))
+                types.append(ctypes.c_void_p)
+        fn.argtypes, fn.restype = types, None
+        times: List[float] = []
+        for k in range(warmup + max(1, repeat)):
+            for name, arr in self.inputs.items():
+                np.copyto(state[name], arr)
+            t0 = time.perf_counter()
+            fn(*args)
+            if k >= warmup:
+                times.append(time.perf_counter() - t0)
+        out = {name: arr.copy() for name, arr in state.items()}
+        return out, (times if repeat else [])
+
+
+def functions(path, *, function: Optional[str] = None, assume_no_alias: bool = False) -> List[str]:
+    """Names of the functions holding the file's regions, in file order (``function`` alone if given)."""
+    if function is not None:
+        return [function]
+    names: List[str] = []
+    for cs in extract(path, skip_nonaffine=True, assume_no_alias=assume_no_alias):
+        if cs.function not in names:
+            names.append(cs.function)
+    return names
+
+
+def prepare(path, *, sizes: Optional[Mapping[str, int]] = None, scalars: Optional[Mapping[str, float]] = None,
+            shapes: Optional[Mapping[str, Sequence[int]]] = None, function: Optional[str] = None,
+            whole_function: bool = False, seed: int = 0, assume_no_alias: bool = False,
+            other_sizes: bool = False) -> Call:
+    """The call of the function holding the regions of ``path`` (or ``function``'s) with random inputs.
+
+    ``whole_function`` reads ``function``'s body as the region (``extract(function=...)``) instead of its
+    ``#pragma scop`` regions.  ``sizes`` naming nothing of this function are an error (a typo) unless
+    ``other_sizes`` (one set of sizes for several functions).  Raises :class:`PolytileError` naming
+    whatever cannot be supplied.
+
+    >>> # prepare("gemm.c", sizes={"ni": 64, "nj": 64, "nk": 64}).inputs["C"].shape -> (64, 64)
+    """
+    path = Path(path)
+    sizes = {k: int(v) for k, v in (sizes or {}).items()}
+    scalars = {k: float(v) for k, v in (scalars or {}).items()}
+    shapes = {k: tuple(int(x) for x in v) for k, v in (shapes or {}).items()}
+    fn_arg = function if whole_function else None
+    regions = extract(path, function=fn_arg, skip_nonaffine=True, assume_no_alias=assume_no_alias)
+    if function is not None and not whole_function:
+        regions = [cs for cs in regions if cs.function == function]
+    if not regions:
+        where = f"in {function}()" if function else "in the file"
+        raise PolytileError(f"{path}: no #pragma scop region {where} to run")
+    names = sorted({cs.function for cs in regions})
+    if len(names) > 1:
+        raise PolytileError(f"{path}: regions in several functions ({', '.join(names)}); pick one")
+    fname = regions[0].function
+    signature = regions[0].signature
+    file_macros: Dict[str, int] = {}
+    for cs in regions:
+        file_macros.update(cs.macros)
+    used_macros = {p for cs in regions for p in cs.params if p in file_macros}
+
+    ints = [p.name for p in signature if p.kind == "int"]
+    floats = [p.name for p in signature if p.kind == "float"]
+    unknown = sorted(set(sizes) - set(ints) - set(file_macros))
+    if other_sizes:
+        sizes = {k: v for k, v in sizes.items() if k not in unknown}
+    elif unknown:
+        raise PolytileError(f"{path}: {fname}() has no integer parameter or macro named {', '.join(unknown)} "
+                            f"(sizes: {', '.join(ints + sorted(used_macros)) or 'none'})")
+    missing = [n for n in ints if n not in sizes]
+    if missing:
+        raise PolytileError(f"{path}: {fname}() needs a value for {', '.join(missing)}: pass "
+                            f"--dims {','.join(f'{n}=<int>' for n in missing)}")
+    bad_scalars = sorted(set(scalars) - set(floats))
+    if other_sizes:
+        scalars = {k: v for k, v in scalars.items() if k in floats}
+    elif bad_scalars:
+        raise PolytileError(f"{path}: {fname}() has no floating-point parameter named {', '.join(bad_scalars)} "
+                            f"(it has: {', '.join(floats) or 'none'})")
+    for p in signature:
+        if p.kind == "other":
+            raise PolytileError(f"{path}: {fname}() takes {p.name}, whose type cannot be passed from Python "
+                                f"(only integers, floating-point numbers and arrays)")
+        if p.kind == "array" and len(p.dims) >= 2 and p.dims[0] is None and p.dims[1] is None:
+            raise PolytileError(f"{path}: {fname}() takes {p.name} as a pointer to pointers; only contiguous "
+                                f"arrays can be passed")
+    values = {**file_macros, **sizes}
+    macros = {m: sizes[m] for m in file_macros if m in sizes and sizes[m] != file_macros[m]}
+    params = {n: values[n] for cs in regions for n in cs.params if n in values}
+    params.update({n: sizes[n] for n in ints})
+    concrete = extract(path, function=fn_arg, params=params, skip_nonaffine=True, assume_no_alias=assume_no_alias)
+    concrete = [cs for cs in concrete if cs.function == fname]
+    accessed: Dict[str, Tuple[Tuple[int, ...], str]] = {}
+    for cs in concrete:
+        for a in (cs.scop.arrays if cs.scop is not None else ()):
+            old = accessed.get(a.name)
+            shape = tuple(a.shape) if old is None else tuple(max(x, y) for x, y in zip(old[0], a.shape))
+            accessed[a.name] = (shape, a.dtype)
+
+    def shape_of(p: CParam) -> Tuple[int, ...]:
+        if p.name in shapes:
+            return shapes[p.name]
+        out = []
+        for k, text in enumerate(p.dims):
+            if text is not None:
+                try:
+                    out.append(eval_extent(text, values))
+                    continue
+                except KeyError as e:
+                    raise PolytileError(f"{path}: extent {text!r} of {p.name} needs {e.args[0]}: pass "
+                                        f"--dims {e.args[0]}=<int>") from None
+                except ValueError:
+                    pass
+            got = accessed.get(p.name)
+            if got is None or len(got[0]) != len(p.dims) or got[0][k] < 0:
+                raise PolytileError(f"{path}: the extent of {p.name} (dimension {k + 1}) is not known: pass "
+                                    f"--shape {p.name}={'x'.join(['<n>'] * len(p.dims))}")
+            out.append(got[0][k])
+        return tuple(max(1, x) for x in out)
+
+    rng = np.random.default_rng(seed)
+    inputs: Dict[str, np.ndarray] = {}
+    global_names: List[str] = []
+    reached: List[CParam] = [p for p in signature if p.kind == "array"]
+    params_named = {p.name for p in signature}
+    region_scalars = {s for cs in regions for s in cs.scalars}
+    touched = [a for a in accessed if a not in params_named and a not in region_scalars]
+    if touched:
+        glob = {g.name: g for g in file_globals(path)}
+        for name in touched:
+            if name in glob:
+                reached.append(glob[name])
+                global_names.append(name)
+            elif accessed[name][0]:
+                # Its contents before the call are part of the input, and nothing outside the function sees
+                # its results: a run could neither be set up nor checked.
+                raise PolytileError(f"{path}: {fname}() uses the array {name}, which is neither a parameter nor "
+                                    f"an exported file-scope array (a static or local array): it cannot be "
+                                    f"set up or compared from outside")
+    for p in reached:
+        dtype = np.dtype(p.dtype or "float64")
+        shape = shape_of(p) if p.kind == "array" else ()
+        inputs[p.name] = random_array(shape, dtype, rng)
+    return Call(path, fname, signature, {n: values[n] for n in ints + sorted(used_macros)},
+                {n: scalars.get(n, DEFAULT_SCALAR) for n in floats}, inputs, tuple(global_names), macros,
+                set_macros(path.read_bytes(), macros) if macros else path.read_bytes(), tuple(regions))
+
+
+def random_array(shape: Tuple[int, ...], dtype: np.dtype, rng) -> np.ndarray:
+    """Inputs that keep kernels finite: integers in [1, 50); floats in [0.5, 1.5), and square matrices
+    diagonally dominant (2n added on the diagonal) so that factorisations (lu, cholesky) stay finite.
+
+    >>> bool(random_array((2, 2), np.dtype("float64"), np.random.default_rng(0)).diagonal().min() > 4)
+    True
+    """
+    if dtype.kind in "iu":
+        return rng.integers(1, 50, shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(dtype)
+    a = rng.uniform(0.5, 1.5, shape)
+    if len(shape) == 2 and shape[0] == shape[1]:
+        a += 2 * shape[0] * np.eye(shape[0])
+    return a.astype(dtype)
+
+
+def bitwise_difference(name: str, got: np.ndarray, want: np.ndarray) -> Optional[str]:
+    """None when ``got`` and ``want`` are identical byte for byte (NaNs included); else what differs.
+
+    >>> bitwise_difference("C", np.zeros(3), np.array([0.0, 1e-16, 0.0]))
+    'array C differs in 1 of 3 elements (max |difference| 1e-16)'
+    """
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return f"array {name} is {got.dtype}{list(got.shape)}, the original's {want.dtype}{list(want.shape)}"
+    a = np.ascontiguousarray(got).view(np.uint8).reshape(got.size, -1) if got.size else got
+    b = np.ascontiguousarray(want).view(np.uint8).reshape(want.size, -1) if want.size else want
+    if np.array_equal(a, b):
+        return None
+    differ = int((a != b).any(axis=1).sum())
+    with np.errstate(all="ignore"):
+        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    return (f"array {name} differs in {differ} of {got.size} elements "
+            f"(max |difference| {np.nanmax(diff) if np.isfinite(diff).any() else float('nan'):.3g})")
+
+
+# ---------------------------------------------------------------------------
+# optimised variants
+# ---------------------------------------------------------------------------
+
+
+def optimise(path, *, function: Optional[str] = None, **options) -> Tuple[bytes, List[copt.RegionResult]]:
+    """:func:`polytile.copt.optimize_regions`, or with ``function`` that function's whole body as the region.
+
+    ``options`` are ``optimize_regions``' keywords (tile, parallel, fusion, hardware, params, schedule,
+    skip_nonaffine, assume_no_alias).
+
+    >>> # text, results = optimise("gemm.c", fusion="max")
+    """
+    if function is None:
+        return copt.optimize_regions(path, **options)
+    # copt has no function mode; this is optimize_regions' loop on extract(function=...).
+    fusion = options.get("fusion", "smart")
+    if fusion not in copt.FUSION:
+        raise PolytileError(f"unknown fusion choice {fusion!r}; use one of {', '.join(copt.FUSION)}")
+    tile = options.get("tile", True)
+    regions = extract(path, function=function, params=options.get("params"),
+                      skip_nonaffine=options.get("skip_nonaffine", False),
+                      assume_no_alias=options.get("assume_no_alias", False))
+    l2 = copt._l2_bytes(options.get("hardware", "host")) if tile else 1 << 20
+    steps = copt._load_steps(options.get("schedule"))
+    results = [copt.optimize_region(cs, tile=tile, parallel=options.get("parallel", True), fusion=fusion,
+                                    l2_bytes=l2, steps=steps) for cs in regions]
+    raw = Path(path).read_bytes()
+    reps = [(r.cscop, r.text) for r in results if r.text is not None]
+    return (splice(raw, reps) if reps else raw), results
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A build to compare: ``options`` of :func:`optimise` (None: the original file as written)."""
+
+    name: str
+    options: Optional[Mapping[str, Any]] = None
+    origin: str = ""
+
+
+def variants(fusion: Sequence[str] = (), *, no_tile: bool = False, no_parallel: bool = False,
+             schedules: Sequence[Any] = ()) -> List[Variant]:
+    """The original, ``polytile opt``'s default, then one variant per fusion choice, untiled, serial, file.
+
+    >>> [v.name for v in variants(["none", "smart"], no_tile=True)]
+    ['original', 'opt', 'fusion-none', 'no-tile']
+    """
+    out = [Variant("original", None, "the file as written"),
+           Variant("opt", {}, "polytile opt (isl's scheduler, smart fusion, tiled, parallel, simd)")]
+    for choice in fusion:
+        if choice != "smart":  # smart is the default: the "opt" row
+            out.append(Variant(f"fusion-{choice}", {"fusion": choice}, f"polytile opt --fusion {choice}"))
+    if no_tile:
+        out.append(Variant("no-tile", {"tile": False}, "polytile opt --no-tile"))
+    if no_parallel:
+        out.append(Variant("no-parallel", {"parallel": False}, "polytile opt --no-parallel"))
+    for s in schedules:
+        out.append(Variant(Path(str(s)).stem, {"schedule": s}, f"polytile opt --schedule {s}"))
+    return out
+
+
+def compare_c(call: Call, candidates: Sequence[Variant], *, repeat: int = 10, warmup: int = 2,
+              flags: Sequence[str] = DEFAULT_FLAGS, hardware: Any = "host", assume_no_alias: bool = False,
+              whole_function: bool = False, progress: Optional[Callable[[str], None]] = None,
+              ) -> compare_mod.CompareResult:
+    """Build, check and time each variant of ``call``'s file; rows like ``polytile compare``'s.
+
+    The first candidate is the baseline (the original file): every other
+    one must leave every array the function reaches bitwise identical to
+    it (``check`` ok, else MISMATCH with what differs); speedups are its
+    median time over theirs.  A schedule the dependences forbid is a row
+    with ``legal`` no; a variant that fails to build is a row with
+    ``check`` error.
+
+    >>> # print(compare_c(prepare("gemm.c", sizes=...), variants(["max"])).table())
+    """
+    say = progress or (lambda text: None)
+    rows: List[compare_mod.Row] = []
+    want: Optional[Dict[str, np.ndarray]] = None
+    base_median: Optional[float] = None
+    include = call.path.resolve().parent
+    for v in candidates:
+        row = compare_mod.Row(v.name, v.origin)
+        rows.append(row)
+        try:
+            if v.options is None:
+                text, results = call.source, []
+            else:
+                say(f"{v.name}: polytile opt")
+                opts = {"hardware": hardware, "assume_no_alias": assume_no_alias, "skip_nonaffine": True,
+                        **v.options}
+                text, results = optimise(call.path, function=call.function if whole_function else None, **opts)
+                text = call.with_macros(text)
+                row.steps = _steps_of(results)
+                left = [f"lines {r.cscop.lines[0]}-{r.cscop.lines[1]} left as written ({_first(r.notes)})"
+                        for r in results if r.text is None]
+                row.reason = "; ".join(left)
+                row.schedule = "\n".join(f"{r.cscop.lines[0]}-{r.cscop.lines[1]}: "
+                                         + (" -> ".join(str(s) for s in r.schedule.steps) if r.schedule
+                                            else "left as it is") for r in results)
+            row.legal = True
+            say(f"{v.name}: build")
+            lib = build(text, name=f"{call.function}_{v.name}", flags=flags, include_dir=include)
+            say(f"{v.name}: run")
+            got, times = call.run(lib, repeat=repeat, warmup=warmup)
+        except IllegalSchedule as e:
+            row.check, row.reason = "illegal", compare_mod._reason(e)
+            continue
+        except PolytileError as e:
+            if want is None:
+                # Without the baseline's arrays nothing else can be checked.
+                raise PolytileError(f"{v.name} ({v.origin}) could not be built and run: {e}") from None
+            row.check, row.reason = "error", compare_mod._reason(e)
+            continue
+        row.times = times
+        if want is None:
+            want = got
+            row.check = "ok"
+            base_median = row.median
+        else:
+            problems = [d for d in (bitwise_difference(n, got[n], want[n]) for n in want) if d]
+            row.check = "MISMATCH" if problems else "ok"
+            row.reason = "; ".join(problems + ([row.reason] if row.reason else []))
+            if problems:
+                row.max_abs_err = _max_abs(got, want)
+        if base_median and row.median:
+            row.speedup = base_median / row.median
+    prov = compare_mod.provenance(
+        file=str(call.path), function=call.function, dims=dict(call.sizes), scalars=dict(call.scalars),
+        shapes={k: list(a.shape) for k, a in call.inputs.items()}, globals=list(call.globals),
+        macros_set=dict(call.macros), flags=list(flags) + list(_SHARED), baseline=candidates[0].name,
+        check="bitwise: every array the function reaches equals the baseline build's, byte for byte",
+        inputs="floats uniform in [0.5, 1.5) (square matrices + 2n on the diagonal), integers in [1, 50)",
+        repeat=repeat, warmup=warmup, hardware=str(hardware))
+    return compare_mod.CompareResult(rows, prov)
+
+
+def _steps_of(results: Sequence[copt.RegionResult]) -> List[Any]:
+    """Each region's steps as JSON: the list itself for one region, a list per region for several."""
+    per = [[s.to_json() for s in r.schedule.steps] if r.schedule else [] for r in results]
+    return per[0] if len(per) == 1 else per
+
+
+def _max_abs(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray]) -> float:
+    worst = 0.0
+    with np.errstate(all="ignore"):
+        for n, w in want.items():
+            g = got[n]
+            if g.shape != w.shape or not g.size:
+                return float("inf")
+            d = np.abs(g.astype(np.float64) - w.astype(np.float64))
+            worst = max(worst, float(np.nanmax(d)) if not np.isnan(d).all() else float("inf"))
+    return worst
+
+
+def _first(notes: Sequence[str]) -> str:
+    return notes[0].splitlines()[0][:160] if notes else "not modelled"
