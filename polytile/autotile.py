@@ -195,7 +195,8 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
     (or ``kc`` rows of ``nr`` columns) a row stride apart -- as many streams,
     cache-set conflicts and TLB pages; packed, one contiguous stream.
 
-    >>> # matmul, order kij (k_t, i_t, j_t): A packed at i_t (reuse N/nr), B at j_t (reuse mc/mr)
+    >>> # matmul 1024^3, 256-tiles, order kij (k_t, i_t, j_t): A's 256x256 panel at i_t (reuse N/nr),
+    >>> # B's 256x1024 row panel once per k_t (shared by the threads of the parallel i_t)
     >>> # conv2d (n, y, co_t, ci_t, x_t, ...): the whole filter F once per image n, not per row y
     """
     from .poly import body as B
@@ -209,12 +210,8 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
     names = blocked_order(r, cfg)
     reds = set(r.reductions) | {r.k}
     tile_of = {f"{r.i}_t": r.i, f"{r.j}_t": r.j, f"{r.k}_t": r.k,
-               f"{r.i}_t1": r.i, f"{r.j}_t1": r.j}
-    trip = {f"{r.i}_t": -(-E[r.i] // cfg.mc), f"{r.j}_t": -(-E[r.j] // cfg.nc), f"{r.k}_t": -(-E[r.k] // cfg.kc),
-            f"{r.i}_t1": -(-min(cfg.mc, E[r.i]) // cfg.mr), f"{r.j}_t1": -(-min(cfg.nc, E[r.j]) // cfg.nr)}
-    for v in r.outer:
-        trip[v] = E[v]
-        tile_of[v] = v
+               f"{r.i}_t1": r.i, f"{r.j}_t1": r.j, **{v: v for v in r.outer}}
+    trip = _trips(r, cfg)
     # Candidate positions: every loop outside the register tile's reduction loops.
     positions = names[:len(r.outer) + 5]
 
@@ -231,9 +228,6 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
         if v == r.k:
             return min(cfg.kc, E_v) if f"{r.k}_t" in fixed else E_v
         return E_v  # the other reduction loops run inside the register tile
-
-    def arr_item(a) -> int:
-        return np.dtype(a.dtype).itemsize
 
     plans: List[PackPlan] = []
     seen = set()
@@ -266,7 +260,7 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
                 for v in {x.name for x in B.walk(ex) if isinstance(x, B.Iter)}:
                     size += extent_inside(v, p) - 1
                 elements *= min(size, arr.shape[d])
-            if elements * arr_item(arr) > budget:
+            if elements * np.dtype(arr.dtype).itemsize > budget:
                 continue
             copies = 1
             for n in positions[:p + 1]:
@@ -286,19 +280,6 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
         plans.append(PackPlan(ld.array, axes[0], block, loop, reuse, elements, copies))
         seen.add(ld.array)
     return plans
-
-
-def _tile_extent(v: str, r: Roles, cfg: TileConfig) -> int:
-    """Range of iterator ``v`` inside one cache tile."""
-    if v == r.i:
-        return min(cfg.mc, r.extents[v])
-    if v == r.j:
-        return min(cfg.nc, r.extents[v])
-    if v == r.k:
-        return min(cfg.kc, r.extents[v])
-    if v in r.reductions:
-        return r.extents[v]
-    return 1
 
 
 def _pow2_upto(n: int, lo: int = 1) -> List[int]:
@@ -489,14 +470,21 @@ def regions(s: Schedule, cfg: TileConfig) -> int:
     r = roles(s, cfg.stmt)
     if r is None or not cfg.parallel:
         return 1
-    E = r.extents
-    trip = {f"{r.i}_t": -(-E[r.i] // cfg.mc), f"{r.j}_t": -(-E[r.j] // cfg.nc), f"{r.k}_t": -(-E[r.k] // cfg.kc)}
+    trip = _trips(r, cfg)
     n = 1
     for name in blocked_order(r, cfg):
         if name == cfg.parallel:
             return n
-        n *= trip.get(name, E.get(name, 1))
+        n *= trip.get(name, 1)
     return n
+
+
+def _trips(r: Roles, cfg: TileConfig) -> Dict[str, int]:
+    """Trip counts of the blocked nest's tile loops and outer loops, by loop name."""
+    E = r.extents
+    return {f"{r.i}_t": -(-E[r.i] // cfg.mc), f"{r.j}_t": -(-E[r.j] // cfg.nc), f"{r.k}_t": -(-E[r.k] // cfg.kc),
+            f"{r.i}_t1": -(-min(cfg.mc, E[r.i]) // cfg.mr), f"{r.j}_t1": -(-min(cfg.nc, E[r.j]) // cfg.nr),
+            **{v: E[v] for v in r.outer}}
 
 
 def _consumers(s: Schedule, stmt: str) -> List[str]:
