@@ -195,12 +195,18 @@ class Schedule:
                 out.append(name)
         return out
 
-    def nests(self, *, loopless: bool = False) -> List[Tuple[List[str], int]]:
-        """Top-level loop nests in program order: ``(statements, dim of their first loop)``.
+    def nests(self, group: Optional[Sequence[str]] = None, dim: int = 0, *,
+              loopless: bool = False) -> List[Tuple[List[str], int]]:
+        """Loop nests in program order: ``(statements, dim of their first loop)``.
 
         Statements are split by the constant (β) dimensions until a dimension
-        that is a loop for one of them.  With ``loopless``, a group that has no
-        loop at all is listed too, with ``n_dims`` as its "first loop".
+        that is a loop for one of them.  By default the top-level nests of all
+        statements; with ``group`` and ``dim``, the nests of those statements
+        from time dimension ``dim`` on (inside an enclosing loop).  With
+        ``loopless``, a group that has no loop at all is listed too, with
+        ``n_dims`` as its "first loop".
+
+        >>> # matmul with its zero-fill: s.nests() -> [(['Z0'], 1), (['S0'], 1)]
         """
         out: List[Tuple[List[str], int]] = []
 
@@ -220,8 +226,9 @@ class Schedule:
             if loopless:
                 out.append((group, self.n_dims))
 
-        if self.stmts:
-            visit([n for n, _ in self.stmts], 0)
+        start = list(group) if group is not None else [n for n, _ in self.stmts]
+        if start:
+            visit(start, dim)
         return out
 
     # -- legality -------------------------------------------------------------

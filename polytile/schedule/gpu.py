@@ -399,29 +399,6 @@ class KernelSlot:
     host: Tuple[HostLoop, ...] = ()
 
 
-def _subnests(s: Schedule, group: Sequence[str], dim: int) -> List[Tuple[List[str], int]]:
-    """Nests of ``group`` from ``dim`` on, split at β dimensions (as :meth:`Schedule.nests`)."""
-    out: List[Tuple[List[str], int]] = []
-
-    def visit(g: List[str], d: int) -> None:
-        while d < s.n_dims:
-            vals = {x: s.constant(x, d) for x in g}
-            if all(v is not None for v in vals.values()):
-                distinct = sorted(set(vals.values()))
-                if len(distinct) > 1:
-                    for v in distinct:
-                        visit([x for x in g if vals[x] == v], d + 1)
-                    return
-                d += 1
-                continue
-            out.append((g, d))
-            return
-        out.append((g, s.n_dims))
-
-    visit(list(group), dim)
-    return out
-
-
 def kernel_slots(s: Schedule) -> List[KernelSlot]:
     """The kernels of ``s`` in launch order, with host loops where an outermost loop carries a dependence.
 
@@ -441,7 +418,7 @@ def kernel_slots(s: Schedule) -> List[KernelSlot]:
         lo, hi = _dim_box(s, group, first)
         names = sorted({s.table[g].names[first] for g in group if s.table[g].names[first]})
         loop = HostLoop(nest, first, "/".join(names), lo, hi)
-        inner = [x for g2, f2 in _subnests(s, group, first + 1) for x in split(g2, f2, host + (loop,), nest)]
+        inner = [x for g2, f2 in s.nests(group, first + 1, loopless=True) for x in split(g2, f2, host + (loop,), nest)]
         if not any(x.first < s.n_dims and parallel_band(s, x.statements, x.first)[0] for x in inner):
             return [KernelSlot(tuple(group), first, host)]
         return inner

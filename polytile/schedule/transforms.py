@@ -509,26 +509,17 @@ def auto_parallel(s: Schedule) -> Schedule:
     marks = set(s.marks)
     deps = s.deps.all(include_reductions=True)
 
-    def visit(group: List[str], dim: int) -> None:
-        while dim < s.n_dims:
-            vals = {g: s.constant(g, dim) for g in group}
-            if all(v is not None for v in vals.values()):
-                distinct = sorted(set(vals.values()))
-                if len(distinct) > 1:
-                    for v in distinct:
-                        visit([g for g in group if vals[g] == v], dim + 1)
-                    return
-                dim += 1
-                continue
+    def visit(nests) -> None:
+        for group, dim in nests:
             if s.carried(group, dim, deps).is_empty():
                 for g in group:
                     name = s.table[g].names[dim]
                     if name:
                         marks.add((g, name, PARALLEL, False))
-                return
-            dim += 1
+            else:  # look for one inside this loop
+                visit(s.nests(group, dim + 1))
 
-    visit([n for n, _ in s.stmts], 0)
+    visit(s.nests())
     return s.with_(marks=frozenset(marks), steps=s.steps + (Step.make("auto_parallel"),))
 
 
