@@ -39,7 +39,7 @@ from . import __version__
 from . import compare as compare_mod
 # `run --check` and `compare` judge outputs with the same rules and count flops
 # the same way; they live in polytile.compare (light to import: numpy only).
-from .cliargs import nonnegative_int, positive_int
+from .cliargs import arg_type, nonnegative_int, positive_int
 from .compare import COUNT_SCAN_LIMIT, RTOL, Check, check_output, format_table
 from .config import get_config, override
 from .errors import PolytileError, SourceLocation
@@ -131,19 +131,6 @@ def parse_dtypes(text: str) -> Dict[str, str]:
             raise ValueError(f"unknown dtype {m.group(2)!r} for {m.group(1)}; choose from {', '.join(DTYPES)}")
         out[_strip_sigil(m.group(1))] = m.group(2)
     return out
-
-
-def _arg_type(parse, what: str):
-    """Wrap a parser so argparse reports its ValueError as ``argument --x: ...`` (exit 2)."""
-
-    def convert(text: str):
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    convert.__name__ = what  # argparse names the type in some messages
-    return convert
 
 
 # ---------------------------------------------------------------------------
@@ -1246,15 +1233,15 @@ def _common(p: argparse.ArgumentParser, *, sub: bool) -> None:
 
 def _shape_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sizes and types")
-    g.add_argument("--dims", action="append", type=_arg_type(parse_dims, "dims"), metavar="M=64,N=64",
+    g.add_argument("--dims", action="append", type=arg_type(parse_dims, "dims"), metavar="M=64,N=64",
                    help="dimension sizes, comma-separated (spaces allowed inside quotes; repeatable). "
                         "Default: the file's first `// dims:` line")
-    g.add_argument("--shape", action="append", type=_arg_type(parse_shapes, "shape"), metavar="X=3x4",
+    g.add_argument("--shape", action="append", type=arg_type(parse_shapes, "shape"), metavar="X=3x4",
                    help="shape of an input declared without dimensions (repeatable; NAME=scalar for rank 0)")
     # default None: a saved schedule's dtypes apply unless one is given (float32 otherwise)
     g.add_argument("--dtype", default=None, choices=DTYPES,
                    help="element type of every input (default: float32)")
-    g.add_argument("--dtypes", action="append", type=_arg_type(parse_dtypes, "dtypes"), metavar="A=float64,B=int32",
+    g.add_argument("--dtypes", action="append", type=arg_type(parse_dtypes, "dtypes"), metavar="A=float64,B=int32",
                    help="element type per input, overriding --dtype")
 
 
@@ -1380,6 +1367,13 @@ def cmd_opt(args) -> int:
     return 0
 
 
+def _timing_options(p) -> None:
+    """--repeat, --warmup and --seed, as `run` and `compare` take them."""
+    p.add_argument("--repeat", type=positive_int, default=10, metavar="N", help="timed runs (default: 10)")
+    p.add_argument("--warmup", type=nonnegative_int, default=2, metavar="N", help="untimed runs first (default: 2)")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed for the inputs (default: 0)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, formatter_class=_Formatter, epilog=_MAIN_EPILOG,
@@ -1417,9 +1411,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="code generation target: openmp (C, the default), cuda (nvcc), or cuda-emulate "
                         "(the CUDA mapping run on the CPU)")
     p.add_argument("--check", action="store_true", help="compare with the reference interpreter; exit 1 on FAIL")
-    p.add_argument("--repeat", type=positive_int, default=10, metavar="N", help="timed runs (default: 10)")
-    p.add_argument("--warmup", type=nonnegative_int, default=2, metavar="N", help="untimed runs first (default: 2)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed for the inputs (default: 0)")
+    _timing_options(p)
     p.add_argument("--inputs", choices=("int", "normal"), default="int",
                    help="int: integers in [-4, 4] (exact, the default); normal: standard normal.  "
                         "A file with `// inputs: positive` gets values in [1, 4] either way")
@@ -1494,13 +1486,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE.tile|FILE.c", help="the Tile program, or a C file with #pragma scop regions")
     p.add_argument("--schedules", nargs="+", metavar="SCHED.json", default=[],
                    help="saved schedules (or JSON step lists) to compare")
-    p.add_argument("--fusion", type=_arg_type(_fusion_list, "fusion"), metavar="none,smart,max",
+    p.add_argument("--fusion", type=arg_type(_fusion_list, "fusion"), metavar="none,smart,max",
                    help="isl scheduler candidates, one per fusion choice")
-    p.add_argument("--tile", type=_arg_type(_size_list, "tile"), metavar="16,32,64",
+    p.add_argument("--tile", type=arg_type(_size_list, "tile"), metavar="16,32,64",
                    help="tiled candidates, one per size")
-    p.add_argument("--repeat", type=positive_int, default=10, metavar="N", help="timed runs (default: 10)")
-    p.add_argument("--warmup", type=nonnegative_int, default=2, metavar="N", help="untimed runs first (default: 2)")
-    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed for the inputs (default: 0)")
+    _timing_options(p)
     p.add_argument("--inputs", choices=("int", "normal"), default=None,
                    help="int: integers in [-4, 4] (exact, the default); normal: standard normal")
     p.add_argument("-o", "--output", metavar="RESULTS.csv|.json", help="write the results and provenance here")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from .errors import PolytileError
+
 
 def positive_int(text: str) -> int:
     """An integer >= 1, or an argparse error naming what was given."""
@@ -16,6 +18,23 @@ def positive_int(text: str) -> int:
 def nonnegative_int(text: str) -> int:
     """An integer >= 0, or an argparse error naming what was given."""
     return _int_at_least(text, 0, "an integer >= 0")
+
+
+def arg_type(parse, what: str):
+    """Wrap a parser so argparse reports its ValueError/PolytileError as ``argument --x: ...`` (exit 2).
+
+    >>> arg_type(int, "count")("7")
+    7
+    """
+
+    def convert(text: str):
+        try:
+            return parse(text)
+        except (ValueError, PolytileError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = what  # argparse names the type in some messages
+    return convert
 
 
 def _int_at_least(text: str, low: int, what: str) -> int:

@@ -80,7 +80,7 @@ from . import autotile, pipeline
 from . import hardware as hardware_mod
 from . import reference as reference_mod
 from .autotile import TileConfig
-from .cliargs import nonnegative_int, positive_int
+from .cliargs import arg_type, nonnegative_int, positive_int
 from .config import debug_log, get_config
 from .errors import PolytileError
 from .schedule import Schedule, Step
@@ -886,16 +886,6 @@ def parse_budget(text) -> float:
     return seconds
 
 
-def _argtype(fn, what: str):
-    def convert(text: str):
-        try:
-            return fn(text)
-        except PolytileError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-    convert.__name__ = what
-    return convert
-
-
 TUNE_EPILOG = """\
 examples:
   polytile tune examples/matmul.tile --dims M=1024,N=1024,K=1024 --budget 60s -o best.json
@@ -918,7 +908,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE.tile", help="the Tile program")
     _shape_options(parser)
     g = parser.add_argument_group("search")
-    g.add_argument("--budget", type=_argtype(parse_budget, "budget"), default=60.0, metavar="TIME",
+    g.add_argument("--budget", type=arg_type(parse_budget, "budget"), default=60.0, metavar="TIME",
                    help="search time: 60s, 2m, or seconds (default: 60s; the oracle and baseline come first)")
     g.add_argument("--trials", type=nonnegative_int, default=200, metavar="N",
                    help="stop after N trials (default: 200)")
