@@ -435,23 +435,23 @@ def _local_arrays(ast: isl.AstNode) -> set:
     return found
 
 
-def _param_type(a: Array) -> str:
-    """``const float (*restrict A)[7]``: the typed pointer an array is used through."""
+def _pointer(a: Array, declarator: str) -> str:
+    """``const float *D`` / ``const float (*D)[7]``: the typed pointer an array is used through."""
     t = ctype(a.dtype)
     const = "const " if a.kind == "input" else ""
     if len(a.shape) <= 1:
-        return f"{const}{t} *restrict {a.name}"
-    tail = "".join(f"[{d}]" for d in a.shape[1:])
-    return f"{const}{t} (*restrict {a.name}){tail}"
+        return f"{const}{t} *{declarator}"
+    return f"{const}{t} (*{declarator}){''.join(f'[{d}]' for d in a.shape[1:])}"
+
+
+def _param_type(a: Array) -> str:
+    """``const float (*restrict A)[7]``: a parameter of an outlined function."""
+    return _pointer(a, f"restrict {a.name}")
 
 
 def _param_decl(a: Array, k: int) -> str:
-    t = ctype(a.dtype)
-    const = "const " if a.kind == "input" else ""
-    if len(a.shape) <= 1:
-        return f"{const}{t} *restrict {a.name} = ({const}{t} *)a{k};"
-    tail = "".join(f"[{d}]" for d in a.shape[1:])
-    return f"{const}{t} (*restrict {a.name}){tail} = ({const}{t} (*){tail})a{k};"
+    """``const float (*restrict A)[7] = (const float (*)[7])a0;``: the entry's view of its k-th argument."""
+    return f"{_param_type(a)} = ({_pointer(a, '')})a{k};"
 
 
 def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Optional[str] = None,
