@@ -19,7 +19,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Dict
+from typing import Dict, Optional
 
 import numpy as np
 import pytest
@@ -29,30 +29,36 @@ from polytile.copt import optimize_c, optimize_regions
 from polytile.errors import PolytileError
 from polytile.frontends.c import extract
 
-from test_c_extract import _diag_dominant, _inputs, _spd, call_kernel
+from test_c_extract import SPECS, _inputs, _sizes, call_kernel
 
 KERNELS = Path(__file__).resolve().parent / "c_kernels"
 GCC = shutil.which("gcc") or shutil.which("cc")
 needs_cc = pytest.mark.skipif(GCC is None, reason="no C compiler")
 
-#: kernel -> sizes at which the function is run (None: the file's macros), inputs, scalars, globals.
-CASES: Dict[str, dict] = {
-    "gemm.c": dict(sizes={"ni": 37, "nj": 41, "nk": 35}),
-    "2mm.c": dict(sizes=None, assume_no_alias=True),
-    "syrk.c": dict(sizes={"n": 40, "m": 35}),
-    "trmm.c": dict(sizes={"m": 40, "n": 37}),
-    "lu.c": dict(sizes={"n": 45}, init=_diag_dominant),
-    "cholesky.c": dict(sizes={"n": 45}, init=_spd),
-    "trisolv.c": dict(sizes={"n": 50}, init=_diag_dominant),
-    "jacobi-1d.c": dict(sizes={"tsteps": 20, "n": 70}),
-    "jacobi-2d.c": dict(sizes={"tsteps": 10, "n": 40}),
-    "seidel-2d.c": dict(sizes={"tsteps": 10, "n": 40}),
-    "fdtd-2d.c": dict(sizes={"tmax": 10, "nx": 38, "ny": 43}),
-    "heat-3d.c": dict(sizes=None, globals={"A": "heat_3d_A", "B": "heat_3d_B"}),
-    "floyd-warshall.c": dict(sizes={"n": 45}),
-    "covariance.c": dict(sizes={"m": 33, "n": 40}, scalars={"float_n": 40.0}),
-    "features.c": dict(sizes={"n": 45}),
+#: kernel -> sizes at which the optimised function is run (None: the file's macros): larger than the
+#: extraction tests' so loops span several 32-wide tiles and partial tiles.  Inputs, scalars, globals and
+#: aliasing assumptions are the extraction tests' (test_c_extract.SPECS).
+OPT_SIZES: Dict[str, Optional[Dict[str, int]]] = {
+    "gemm.c": {"ni": 37, "nj": 41, "nk": 35},
+    "2mm.c": None,
+    "syrk.c": {"n": 40, "m": 35},
+    "trmm.c": {"m": 40, "n": 37},
+    "lu.c": {"n": 45},
+    "cholesky.c": {"n": 45},
+    "trisolv.c": {"n": 50},
+    "jacobi-1d.c": {"tsteps": 20, "n": 70},
+    "jacobi-2d.c": {"tsteps": 10, "n": 40},
+    "seidel-2d.c": {"tsteps": 10, "n": 40},
+    "fdtd-2d.c": {"tmax": 10, "nx": 38, "ny": 43},
+    "heat-3d.c": None,
+    "floyd-warshall.c": {"n": 45},
+    "covariance.c": {"m": 33, "n": 40},
+    "features.c": {"n": 45},
 }
+#: scalar arguments that follow the sizes (covariance's float_n is n as a double)
+OPT_SCALARS = {"covariance.c": {"float_n": 40.0}}
+CASES: Dict[str, dict] = {k: {**SPECS[k], "sizes": OPT_SIZES[k], **({"scalars": OPT_SCALARS[k]} if k in OPT_SCALARS else {})}
+                          for k in SPECS}
 STENCILS = ("jacobi-1d.c", "jacobi-2d.c", "seidel-2d.c", "fdtd-2d.c", "heat-3d.c")
 
 
@@ -63,12 +69,6 @@ def compile_so(tmp_path: Path, name: str, text: bytes, flags=("-O2", "-fopenmp",
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, f"{r.stderr}\n--- source ---\n{text.decode()}"
     return ctypes.CDLL(str(so))
-
-
-def _sizes(path: Path, case: dict) -> Dict[str, int]:
-    if case["sizes"] is not None:
-        return dict(case["sizes"])
-    return dict(extract(path, assume_no_alias=case.get("assume_no_alias", False))[0].macros)
 
 
 @pytest.fixture(scope="module")
