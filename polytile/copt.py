@@ -847,12 +847,14 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
 
 def optimize_regions(path, *, tile: bool = True, parallel: bool = True, fusion: str = "smart",
                      hardware: Any = "host", params: Optional[Mapping[str, int]] = None, schedule: Any = None,
-                     skip_nonaffine: bool = False, assume_no_alias: bool = False) -> Tuple[bytes, List[RegionResult]]:
-    """The optimised file's bytes and what happened to each region."""
+                     skip_nonaffine: bool = False, assume_no_alias: bool = False,
+                     function: Optional[str] = None) -> Tuple[bytes, List[RegionResult]]:
+    """The optimised file's bytes and what happened to each region (with ``function``: that function's body)."""
     if fusion not in FUSION:
         raise ScheduleError(f"unknown fusion choice {fusion!r}; use one of {', '.join(FUSION)}")
     raw = Path(path).read_bytes()
-    regions = extract(path, params=params, skip_nonaffine=skip_nonaffine, assume_no_alias=assume_no_alias)
+    regions = extract(path, function=function, params=params, skip_nonaffine=skip_nonaffine,
+                      assume_no_alias=assume_no_alias)
     if not regions:
         return raw, []
     l2 = _l2_bytes(hardware) if tile else 1 << 20
@@ -865,8 +867,10 @@ def optimize_regions(path, *, tile: bool = True, parallel: bool = True, fusion: 
 
 def optimize_c(path, *, tile: bool = True, parallel: bool = True, fusion: str = "smart", hardware: Any = "host",
                params: Optional[Mapping[str, int]] = None, schedule: Any = None, skip_nonaffine: bool = False,
-               assume_no_alias: bool = False) -> str:
+               assume_no_alias: bool = False, function: Optional[str] = None) -> str:
     """The C file ``path`` with every ``#pragma scop`` region optimised (tiled, parallel, vectorised).
+
+    With ``function``, that function's body is the region instead (``polytile opt --function``).
 
     ``params`` fixes parameters (the output is then only valid for those
     values); ``schedule`` (a file saved by ``polytile schedule -o`` or a list
@@ -876,5 +880,6 @@ def optimize_c(path, *, tile: bool = True, parallel: bool = True, fusion: str = 
     file without regions comes back byte-identical.
     """
     out, _ = optimize_regions(path, tile=tile, parallel=parallel, fusion=fusion, hardware=hardware, params=params,
-                              schedule=schedule, skip_nonaffine=skip_nonaffine, assume_no_alias=assume_no_alias)
+                              schedule=schedule, skip_nonaffine=skip_nonaffine, assume_no_alias=assume_no_alias,
+                              function=function)
     return out.decode("utf-8", errors="surrogateescape")

@@ -42,7 +42,7 @@ from . import compare as compare_mod
 from . import copt
 from . import runtime
 from .errors import IllegalSchedule, PolytileError
-from .frontends.c import CParam, CScop, extract, file_globals, splice
+from .frontends.c import CParam, CScop, extract, file_globals
 
 #: Flags of every build: the ones ``bench_c`` times with, plus ``-ffp-contract=off`` so that
 #: both builds round every operation the same way (GCC may fuse a multiply and an add into an
@@ -395,23 +395,7 @@ def optimise(path, *, function: Optional[str] = None, **options) -> Tuple[bytes,
 
     >>> # text, results = optimise("gemm.c", fusion="max")
     """
-    if function is None:
-        return copt.optimize_regions(path, **options)
-    # copt has no function mode; this is optimize_regions' loop on extract(function=...).
-    fusion = options.get("fusion", "smart")
-    if fusion not in copt.FUSION:
-        raise PolytileError(f"unknown fusion choice {fusion!r}; use one of {', '.join(copt.FUSION)}")
-    tile = options.get("tile", True)
-    regions = extract(path, function=function, params=options.get("params"),
-                      skip_nonaffine=options.get("skip_nonaffine", False),
-                      assume_no_alias=options.get("assume_no_alias", False))
-    l2 = copt._l2_bytes(options.get("hardware", "host")) if tile else 1 << 20
-    steps = copt._load_steps(options.get("schedule"))
-    results = [copt.optimize_region(cs, tile=tile, parallel=options.get("parallel", True), fusion=fusion,
-                                    l2_bytes=l2, steps=steps) for cs in regions]
-    raw = Path(path).read_bytes()
-    reps = [(r.cscop, r.text) for r in results if r.text is not None]
-    return (splice(raw, reps) if reps else raw), results
+    return copt.optimize_regions(path, function=function, **options)
 
 
 @dataclass(frozen=True)
