@@ -233,8 +233,6 @@ class AstPrinter:
         self.parallel_loops = 0
         self.locals: set = set()
         self.vector_types: set = set()  # (dtype, lanes) used by register tiles
-        self.regtiles = 0
-        self.packed_regtiles = 0  # register tiles that read packed buffers
         self.notes: List[str] = []  # why a requested optimisation was not applied
         # Packing (see codegen/pack.py): boxes isl computed per pack mark, the
         # buffers allocated by the entry function (with whether each is per thread),

@@ -213,11 +213,9 @@ def _emit(printer, n: isl.AstNode, spec, generic) -> List:
         aligned = " && ".join(pk.aligned() for pk in packed.values())
         loop = cgen.If(aligned, cgen.Block([reduction_loop(True)]), cgen.Block([reduction_loop(False)]))
         fast = cgen.Block([cgen.Line(x) for x in lines] + bases + [loop] + stores)
-        printer.packed_regtiles += 1
     else:
         fast = cgen.Block([cgen.Line(x) for x in lines] + [reduction_loop(False)] + stores)
     full = f"({iub}) - ({ilb}) + 1 == {MR} && ({jub}) - ({jlb}) + 1 == {NR}"
-    printer.regtiles += 1
     return [cgen.If(full, fast, cgen.Block(generic()))]
 
 
@@ -256,7 +254,7 @@ def _packed_loads(printer, per_r, per_v, iname, jname, MR, NR, red_iters) -> Dic
     out: Dict[B.Load, _PackedLoad] = {}
     for loads, it, block, start in ((per_r, iname, MR, "pt_i0"), (per_v, jname, NR, "pt_j0")):
         for ld in loads:
-            buf = getattr(printer, "packed", {}).get(ld.array)
+            buf = printer.packed.get(ld.array)
             if buf is None or buf.block != block or len(ld.index) != len(buf.size):
                 continue
             axes = [d for d, e in enumerate(ld.index) if _depends(e, it)]
