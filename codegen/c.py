@@ -26,7 +26,7 @@ import cgen
 import islpy as isl
 import numpy as np
 
-from polytile.errors import InternalError
+from polytile.errors import InternalError, ScheduleError
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
 
@@ -228,6 +228,10 @@ class AstPrinter:
         self.scope: List[str] = []  # AST iterators of the enclosing loops
         self.outlined: List[cgen.Generable] = []  # parallel loop bodies as functions
         self.stmts: Dict[str, Statement] = scop.statement_map
+        # Statements kept as C text (the C frontend): its 0-d arrays are plain scalar variables.
+        self.c_source = any(st.c_text is not None for st in scop.statements)
+        self.accumulate: Dict[str, str] = {}  # statement -> scalar accumulator of its SIMD reduction loop
+        self.accumulators = 0
         self.arrays = {a.name: a for a in scop.arrays}
         self.body = BodyPrinter(self.arrays)
         self.parallel_loops = 0
@@ -322,29 +326,42 @@ class AstPrinter:
             self.packed, self.pack_scope = saved_packed, saved_scope
         return [cgen.Block(head + inside)]
 
-    def _pragmas(self, marks: Tuple[str, ...]) -> List[str]:
+    def _reductions(self, mark: str) -> str:
+        """The ``reduction(...)`` clauses of a ``parallel op:A,...`` or ``simd op:s`` mark."""
+        parts = mark.split(" ", 1)
+        clause = ""
+        for item in (parts[1].split(",") if len(parts) > 1 and parts[1] else ()):
+            op, arr = item.split(":")
+            if arr in self.body.locals:  # contracted to a scalar: reduce the scalar
+                clause += f" reduction({op}:{self.body.locals[arr]})"
+                continue
+            if arr not in self.arrays:  # an accumulator of a SIMD reduction (see _accumulator)
+                clause += f" reduction({op}:{arr})"
+                continue
+            a = self.arrays[arr]
+            if not a.shape and self.c_source:  # a C scalar variable, not a pointer to one cell
+                clause += f" reduction({op}:{arr})"
+                continue
+            if any(d < 0 for d in a.shape):
+                raise ScheduleError(f"a reduction into {arr} needs its extents, which the source does not give: "
+                                    "reduce into a scalar or an array of declared size")
+            sections = "".join(f"[0:{d}]" for d in a.shape) or "[0:1]"
+            clause += f" reduction({op}:{arr}{sections})"
+        return clause
+
+    def _pragmas(self, marks: Tuple[str, ...], cyclic: bool = False) -> List[str]:
         par = [m for m in marks if m.split(" ")[0] == "parallel"]
-        simd = any(m == "simd" for m in marks)
+        simd = [m for m in marks if m.split(" ")[0] == "simd"]
         unroll = [m for m in marks if m.startswith("unroll ")]
         out = []
         if par:
             clause = "omp parallel for"
             if simd:
                 clause += " simd"
-            clause += " schedule(static)"
-            parts = par[0].split(" ", 1)
-            if len(parts) > 1 and parts[1]:
-                for item in parts[1].split(","):
-                    op, arr = item.split(":")
-                    if arr in self.body.locals:  # contracted to a scalar: reduce the scalar
-                        clause += f" reduction({op}:{self.body.locals[arr]})"
-                        continue
-                    a = self.arrays[arr]
-                    sections = "".join(f"[0:{d}]" for d in a.shape) or "[0:1]"
-                    clause += f" reduction({op}:{arr}{sections})"
+            clause += (" schedule(static, 1)" if cyclic else " schedule(static)") + self._reductions(par[0])
             out.append(clause)
         elif simd:
-            out.append("omp simd")
+            out.append("omp simd" + self._reductions(simd[0]))
         if unroll:
             if out:
                 # An OpenMP loop pragma must be followed by its 'for'; GCC rejects another
@@ -354,21 +371,100 @@ class AstPrinter:
                 out.append(f"GCC unroll {unroll[0].split(' ')[1]}")
         return out
 
+    def _accumulator(self, n: isl.AstNode, it: str, marks: Tuple[str, ...]) -> Tuple[Dict[str, str], Tuple, List, List]:
+        """A SIMD reduction into an array element (C statements) runs on a scalar accumulator.
+
+        ``for (c5 ...) { const long i = c3; ...; C[i][j] += e; }`` becomes::
+
+            { const long i = c3; const long j = c4;
+              double pt_acc = 0;
+              #pragma omp simd reduction(+:pt_acc)
+              for (c5 ...) { const long i = c3; ...; pt_acc += (e); }
+              C[i][j] += pt_acc; }
+
+        (OpenMP array sections would name the cell directly, but GCC 12 miscompiles
+        ``reduction(+:C[i:1][j:1])`` on a VLA.)  Returns ``{statement: accumulator}`` for
+        :meth:`_user`, the marks, and the lines before and after the loop.  A loop whose
+        body is not that one statement, or whose cell moves with the loop, loses its simd
+        mark (noted).
+        """
+        simd = [m for m in marks if m.split(" ")[0] == "simd" and " " in m]
+        if not simd or not self.c_source or any(m.split(" ")[0] == "parallel" for m in marks):
+            return {}, marks, [], []
+        items = [item.split(":") for item in simd[0].split(" ", 1)[1].split(",")]
+        arrays = [a for _, a in items if a not in self.body.locals and self.arrays[a].shape]
+        if not arrays:
+            return {}, marks, [], []
+        body = n.for_get_body()
+        if body.get_type() == isl.ast_node_type.block and body.block_get_children().n_ast_node() == 1:
+            body = body.block_get_children().get_ast_node(0)
+        st = call = None
+        if body.get_type() == isl.ast_node_type.user and len(items) == 1:
+            call = body.user_get_expr()
+            st = self.stmts[call.op_get_arg(0).id_get_id().get_name()]
+        kept = tuple(m for m in marks if m not in simd)
+        if st is None or st.c_reduction is None or arrays != [st.body.array]:
+            self.notes.append(f"simd reduction into {', '.join(arrays)} dropped: the loop body is not one "
+                              "statement updating one cell")
+            return {}, kept, [], []
+        lhs, op, _ = st.c_reduction
+        binds = {v: _c(call.op_get_arg(i + 1)) for i, v in enumerate(st.iters)}
+        used = [v for v in st.iters if re.search(rf"\b{re.escape(v)}\b", lhs)]
+        if any(re.search(rf"\b{re.escape(it)}\b", binds[v]) for v in used):
+            self.notes.append(f"simd reduction into {st.body.array} dropped: its cell moves with loop {it}")
+            return {}, kept, [], []
+        acc = f"pt_acc{self.accumulators}"
+        self.accumulators += 1
+        before = [f"const long {v} = {binds[v]};" for v in used]
+        # The element type for floats; integers sum in long long (written back modulo the cell's
+        # width, as the original's wrap-around would): no <stdint.h> needed in the user's file.
+        dtype = self.arrays[st.body.array].dtype
+        before.append(f"{ {'float32': 'float', 'float64': 'double'}.get(dtype, 'long long')} {acc} = "
+                      f"{1 if op == '*=' else 0};")
+        clause = f"simd {'*' if op == '*=' else '+'}:{acc}"
+        return {st.name: acc}, kept + (clause,), before, [f"{lhs} {'*=' if op == '*=' else '+='} {acc};"]
+
+    def _non_rectangular(self, n: isl.AstNode) -> bool:
+        """Some statement inside loop ``n`` has a domain that is not a box (``{ S[i,j] : j <= i }``).
+
+        Its iterations then differ in work (syrk's triangle: the last rows do
+        most), so a parallel loop over them is dealt out cyclically
+        (``schedule(static, 1)``); contiguous blocks would give one thread most
+        of the work.
+        """
+        names: set = set()
+
+        def visit(node: isl.AstNode) -> bool:
+            if node.get_type() == isl.ast_node_type.user:
+                names.add(node.user_get_expr().op_get_arg(0).id_get_id().get_name())
+            return True
+        n.foreach_descendant_top_down(visit)
+        return any(not _is_box(self.stmts[x].domain) for x in names if x in self.stmts)
+
     def _for(self, n: isl.AstNode, marks: Tuple[str, ...]) -> List:
         it = _c(n.for_get_iterator())
         init = _c(n.for_get_init())
         cond = _c(n.for_get_cond()) if not n.for_is_degenerate() else ""
-        pragmas = self._pragmas(marks) if marks and not n.for_is_degenerate() else []
+        accumulate, before, after = {}, [], []
+        if marks and not n.for_is_degenerate():
+            accumulate, marks, before, after = self._accumulator(n, it, marks)
+        cyclic = any(m.split(" ")[0] == "parallel" for m in marks) and self._non_rectangular(n)
+        pragmas = self._pragmas(marks, cyclic) if marks and not n.for_is_degenerate() else []
+        if before and not any(p.startswith("omp simd") for p in pragmas):
+            accumulate, before, after = {}, [], []  # the loop is not canonical: no pragma, no accumulator
         if pragmas and not _canonical(cond, it):
             pragmas = [p for p in pragmas if p.startswith("GCC")]
         par = any(p.startswith("omp parallel") for p in pragmas)
         self.scope.append(it)
         self.parallel_depth += par
+        saved = self.accumulate
+        self.accumulate = {**saved, **accumulate}
         try:
             body = self.node(n.for_get_body())
         finally:
             self.scope.pop()
             self.parallel_depth -= par
+            self.accumulate = saved
         if n.for_is_degenerate():
             return [cgen.Block([cgen.Line(f"const long {it} = {init};")] + body)]
         inc = _c(n.for_get_inc())
@@ -377,7 +473,10 @@ class AstPrinter:
             if self.outline and not self.body.locals:
                 body = [self._outline(it, body)]
         loop = cgen.For(f"long {it} = {init}", cond, f"{it} += {inc}", cgen.Block(body))
-        return [cgen.Pragma(p) for p in pragmas] + [loop]
+        code = [cgen.Pragma(p) for p in pragmas] + [loop]
+        if before:
+            return [cgen.Block([cgen.Line(b) for b in before] + code + [cgen.Line(a) for a in after])]
+        return code
 
     def _outline(self, it: str, body: List) -> cgen.Generable:
         """Move a parallel loop's body into its own function; return the call.
@@ -407,9 +506,23 @@ class AstPrinter:
         st = self.stmts[name]
         binds = [f"const long {v} = {_c(call.op_get_arg(i + 1))};" for i, v in enumerate(st.iters)]
         stmt = st.c_text if st.c_text is not None else self.body.store(st.body)
+        if name in self.accumulate:  # inside a SIMD reduction loop: update the loop's accumulator
+            _, op, operand = st.c_reduction
+            stmt = f"{self.accumulate[name]} {op} ({operand});"
         if binds:
             return cgen.Line("{ " + " ".join(binds) + " " + stmt + " }")
         return cgen.Line(stmt)
+
+
+def _is_box(dom: isl.Set) -> bool:
+    """``dom`` equals the product of its projections onto each dimension (a rectangle, for any parameters)."""
+    n = dom.dim(isl.dim_type.set)
+    box = isl.Set.universe(dom.get_space())
+    for k in range(n):
+        p = dom.project_out(isl.dim_type.set, k + 1, n - k - 1).project_out(isl.dim_type.set, 0, k)
+        p = p.insert_dims(isl.dim_type.set, 0, k).add_dims(isl.dim_type.set, n - k - 1)
+        box = box.intersect(p.set_tuple_id(dom.get_tuple_id()) if dom.has_tuple_id() else p)
+    return box.is_subset(dom)
 
 
 def _canonical(cond: str, it: str) -> bool:

@@ -615,7 +615,8 @@ def _c_regions(args):
 
     params = _c_params(args)
     return extract(args.file, function=getattr(args, "function", None), params=params or None,
-                   skip_nonaffine=True, assume_no_alias=getattr(args, "assume_no_alias", False))
+                   skip_nonaffine=True, assume_no_alias=getattr(args, "assume_no_alias", False),
+                   reassociate=getattr(args, "reassociate", False))
 
 
 def _c_where(path, cs) -> str:
@@ -748,7 +749,7 @@ def _specialised_header(target: Target, spec) -> str:
 def cmd_deps(args) -> int:
     if _is_c(args):
         return _deps_c(args)
-    _reject_c_options(args, "deps", ("function", "assume_no_alias"))
+    _reject_c_options(args, "deps", ("function", "assume_no_alias", "reassociate"))
     target = resolve(args)
     spec = _specialize(target, args, build=False)
     print(_specialised_header(target, spec))
@@ -831,7 +832,8 @@ def _schedule_c(args) -> int:
     _, results = crun.optimise(
         args.file, function=args.function, tile=not args.no_tile, parallel=not args.no_parallel,
         fusion=args.fusion or "smart", hardware=args.hardware or "host", params=_c_params(args) or None,
-        schedule=args.apply, skip_nonaffine=True, assume_no_alias=args.assume_no_alias)
+        schedule=args.apply, skip_nonaffine=True, assume_no_alias=args.assume_no_alias,
+        reassociate=args.reassociate)
     if not results:
         print(f"// {args.file}: no #pragma scop region")
         return 0
@@ -895,7 +897,7 @@ def cmd_schedule(args) -> int:
 
     if _is_c(args):
         return _schedule_c(args)
-    _reject_c_options(args, "schedule", ("function", "assume_no_alias", "no_tile", "hardware"))
+    _reject_c_options(args, "schedule", ("function", "assume_no_alias", "reassociate", "no_tile", "hardware"))
     saved = load_schedule_file(args.apply) if args.apply else None
     target = resolve(args, saved=saved)
     steps = _recipe(saved, args.fusion, parallel=not args.no_parallel)
@@ -954,7 +956,7 @@ def _compare_c(args, out: Optional[Path]) -> int:
     for sh in args.shape or ():
         shapes.update(sh)
     cands = crun.variants(args.fusion or (), no_tile=args.no_tile, no_parallel=args.no_parallel,
-                          schedules=args.schedules or ())
+                          schedules=args.schedules or (), reassociate=args.reassociate)
     names = crun.functions(args.file, function=args.function, assume_no_alias=args.assume_no_alias)
     if not names:
         raise PolytileError(f"{args.file}: no #pragma scop region to compare")
@@ -992,7 +994,9 @@ def _compare_c(args, out: Optional[Path]) -> int:
               f"{' '.join(prov['flags'])}")
         print(f"timing   {args.repeat} timed call(s) after {args.warmup} warm-up per build, each on fresh copies "
               f"of the same random inputs (seed {args.seed})")
-        print("check    bitwise: every array above equals the original build's, byte for byte")
+        print("check    bitwise: every array above equals the original build's, byte for byte"
+              + (f"; 'reassociate' within {crun.REASSOCIATED_REL['float64']:g} (double) / "
+                 f"{crun.REASSOCIATED_REL['float32']:g} (float) x the array's max |value|" if args.reassociate else ""))
         print()
         print(result.table())
     if out is not None:
@@ -1013,7 +1017,7 @@ def cmd_compare(args) -> int:
         raise UsageError(f"-o {out}: name the results file .csv or .json")
     if _is_c(args):
         return _compare_c(args, out)
-    _reject_c_options(args, "compare", ("function", "assume_no_alias", "no_tile", "no_parallel", "hardware",
+    _reject_c_options(args, "compare", ("function", "assume_no_alias", "reassociate", "no_tile", "no_parallel", "hardware",
                                         "scalar", "cflags"))
     args.inputs = args.inputs or "int"
     files = [load_schedule_file(f) for f in args.schedules or ()]
@@ -1251,6 +1255,10 @@ def _c_options(p: argparse.ArgumentParser, group=None) -> None:
                    help="C: the whole body of function NAME is the region (instead of #pragma scop regions)")
     g.add_argument("--assume-no-alias", action="store_true",
                    help="C: assume pointer parameters do not overlap (as with restrict)")
+    g.add_argument("--reassociate", action="store_true",
+                   help="C: let reductions (s += e, s -= e, s *= e) be reordered, e.g. vectorised with partial "
+                        "sums; results then differ by rounding (compare: adds a 'reassociate' variant, checked "
+                        "within a tolerance)")
 
 
 def _fusion_list(text: str) -> List[str]:
@@ -1351,7 +1359,7 @@ def cmd_opt(args) -> int:
     out, results = crun.optimise(
         args.file, function=args.function, tile=args.tile, parallel=args.parallel, fusion=args.fusion, hardware=args.hardware,
         params=params, schedule=args.schedule, skip_nonaffine=args.skip_nonaffine,
-        assume_no_alias=args.assume_no_alias)
+        assume_no_alias=args.assume_no_alias, reassociate=args.reassociate)
     for r in results:
         where = f"{args.file}:{r.cscop.lines[0]}-{r.cscop.lines[1]} ({r.cscop.function})"
         if r.text is None:
@@ -1531,6 +1539,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave regions the frontend cannot model untouched instead of failing")
     p.add_argument("--assume-no-alias", action="store_true",
                    help="assume pointer parameters do not overlap (as with restrict)")
+    p.add_argument("--reassociate", action="store_true",
+                   help="let the schedule reorder reductions (s += e, s -= e, s *= e whose e never reads the "
+                        "updated cell) where that makes their loops vectorisable, e.g. a dot product with one "
+                        "partial sum per SIMD lane; results then differ from the original by rounding "
+                        "(default: every reduction keeps its order, results are bitwise identical)")
     p.add_argument("--function", metavar="NAME",
                    help="optimise the whole body of function NAME as one region (no #pragma scop needed)")
     _common(p, sub=True)

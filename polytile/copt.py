@@ -262,6 +262,10 @@ def tile_bands(s: Schedule, l2_bytes: int, notes: List[str], cap: Optional[int] 
     tiled = []
     for group, rep, loops in plans:
         depth = len(loops)
+        if depth >= 3 and _dot_product_loop(s, group, loops[-1]):
+            depth -= 1
+            notes.append(f"{loops[-1]} of {rep} left untiled: a reassociated reduction runs along it as one "
+                         "SIMD dot product")
         done = False
         while depth >= 2 and not done:
             band = loops[:depth]
@@ -280,6 +284,25 @@ def tile_bands(s: Schedule, l2_bytes: int, notes: List[str], cap: Optional[int] 
             tiled.append((group, rep, tile_loops))
             done = True
     return s, tiled
+
+
+def _dot_product_loop(s: Schedule, group: Sequence[str], loop: str) -> bool:
+    """``loop`` is the innermost loop of reductions that will become a SIMD reduction (a dot product).
+
+    Such a loop keeps one partial sum per lane and adds the lanes up once
+    when it ends; tiling it would end it (and write the cell back) once per
+    tile, so it is left whole (the outer loops still tile).
+    """
+    users = [g for g in group if loop in s.loop_names(g)]
+    if not users:
+        return False
+    for g in users:
+        d = s.loop_dim(g, loop)
+        if not s.scop.statement(g).is_reduction or s.table[g].loops()[-1][1] != loop:
+            return False
+        if s.carried([g], d, s.deps.reduction).is_empty() or not vectorisable(s, g, d):
+            return False
+    return True
 
 
 def _intra_tile(s: Schedule, rep: str, band: Sequence[str], notes: List[str]) -> Schedule:
@@ -521,8 +544,15 @@ def vectorise(s: Schedule, notes: List[str]) -> Schedule:
         try:
             s = vectorize_step(s, name, loop)
             notes.append(f"simd on {name} loop {loop}")
+            continue
         except _REFUSED:
             pass
+        if s.scop.statement(name).is_reduction:  # only with reassociation (extract(..., reassociate=True))
+            try:
+                s = vectorize_step(s, name, loop, reduction=True)
+                notes.append(f"simd reduction on {name} loop {loop} (reassociated)")
+            except _REFUSED:
+                pass
     return s
 
 
@@ -721,7 +751,16 @@ def vectorisable(s: Schedule, stmt: str, dim: int) -> bool:
     (a recurrence or an in-order reduction such as ``A[i][j] -= A[i][k] * A[j][k]`` along ``k``)."""
     if not unit_stride_dim(s, stmt, dim):
         return False
-    return s.carried([stmt], dim, s.deps.all(include_reductions=True)).is_empty()
+    carried = s.carried([stmt], dim, s.deps.all(include_reductions=True))
+    if carried.is_empty():
+        return True
+    # With reassociation a reduction vectorises with partial sums per lane, if nothing
+    # else sharing the loop depends on it across iterations (vectorize's check).
+    if not (carried.subtract(s.deps.reduction).is_empty() and s.scop.statement(stmt).is_reduction):
+        return False
+    group = s.group(stmt, dim)
+    return (s.carried(group, dim, s.deps.all(include_reductions=False)).is_empty()
+            and not s.simd_reduction_blocker(group, dim))
 
 
 def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int):
@@ -784,6 +823,51 @@ def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes
         yield from gen
 
 
+def in_order(scop: Scop) -> Optional[Scop]:
+    """``scop`` with every reduction kept in order (``Store.reduce`` dropped), or None if it has none."""
+    if not any(st.is_reduction for st in scop.statements):
+        return None
+    stmts = [dataclasses.replace(st, body=dataclasses.replace(st.body, reduce=None)) if st.is_reduction else st
+             for st in scop.statements]
+    return Scop.build(scop.name, stmts, scop.arrays, context=scop.context, schedule=scop.schedule)
+
+
+def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str]):
+    """``[(scop, candidates, notes), ...]`` best first, for :func:`optimize_region` to try in turn.
+
+    The versions of the region compete: as written, with its index sets
+    split (:func:`split_index_sets`), and -- when ``scop`` has reductions
+    (``extract(..., reassociate=True)``) -- both again with the reductions
+    reassociated.  The first candidate of each is scored by
+    :func:`stride_penalty`; the lowest wins, ties going to the earlier
+    version, so a reduction is reordered only where that makes its loops
+    vectorisable, and a split only where it helps.
+    """
+    strict = in_order(scop)
+    bases = [(strict, "")] if strict is not None else []
+    bases.append((scop, "reassociated " if strict is not None else ""))
+    options = []
+    for base, label in bases:
+        extra: List[str] = []
+        versions = [(base, extra)]
+        split = split_index_sets(base, extra) if parallel else None
+        if split is not None:
+            versions = [(base, []), (split, extra)]
+        for version, vnotes in versions:
+            local: List[str] = []
+            cands = _candidates(version, deps_mod.compute(version), tile=tile, parallel=parallel, fusion=fusion,
+                                l2_bytes=l2_bytes, notes=local)
+            first = next(cands)
+            what = label + ("split" if version is not base else "as written")
+            options.append((stride_penalty(first[0]), len(options), what, version,
+                            itertools.chain([first], cands), vnotes + local))
+    options.sort(key=lambda o: o[:2])
+    if len(options) > 1:
+        notes.append("versions (strided hot loops): " + ", ".join(f"{o[2]} {o[0]}" for o in options)
+                     + f"; {options[0][2]} chosen")
+    return [(o[3], o[4], o[5]) for o in options]
+
+
 def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusion: str = "smart",
                     l2_bytes: int = 1 << 20, steps: Optional[Sequence[Step]] = None,
                     max_operations: Optional[int] = MAX_CODEGEN_OPERATIONS) -> RegionResult:
@@ -796,29 +880,13 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
     if not scop.statements:
         res.notes.append("no statements")
         return res
-    deps = deps_mod.compute(scop)
     if steps is not None:
         res.notes.append("schedule replayed from the given steps")
-        options = [(scop, iter([(_replay(scop, deps, steps), [])]), [])]
+        options = [(scop, iter([(_replay(scop, deps_mod.compute(scop), steps), [])]), [])]
         max_operations = None
     else:
-        options = [(scop, _candidates(scop, deps, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
-                                      notes=res.notes), [])]
-        split_notes: List[str] = []
-        split = split_index_sets(scop, split_notes) if parallel else None
-        if split is not None:
-            sdeps = deps_mod.compute(split)
-            cands = _candidates(split, sdeps, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
-                                notes=split_notes)
-            # The split version is used only when its hot loops are more vectorisable than the original's.
-            first_plain = next(options[0][1])
-            first_split = next(cands)
-            plain = (scop, itertools.chain([first_plain], options[0][1]), [])
-            other = (split, itertools.chain([first_split], cands), split_notes)
-            if stride_penalty(first_split[0]) < stride_penalty(first_plain[0]):
-                options = [other, plain]
-            else:
-                options = [plain]
+        options = _scop_options(scop, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
+                                notes=res.notes)
     last_error: Optional[Exception] = None
     for use_scop, cands, extra_notes in options:
         for s, local in cands:
@@ -848,13 +916,13 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
 def optimize_regions(path, *, tile: bool = True, parallel: bool = True, fusion: str = "smart",
                      hardware: Any = "host", params: Optional[Mapping[str, int]] = None, schedule: Any = None,
                      skip_nonaffine: bool = False, assume_no_alias: bool = False,
-                     function: Optional[str] = None) -> Tuple[bytes, List[RegionResult]]:
+                     function: Optional[str] = None, reassociate: bool = False) -> Tuple[bytes, List[RegionResult]]:
     """The optimised file's bytes and what happened to each region (with ``function``: that function's body)."""
     if fusion not in FUSION:
         raise ScheduleError(f"unknown fusion choice {fusion!r}; use one of {', '.join(FUSION)}")
     raw = Path(path).read_bytes()
     regions = extract(path, function=function, params=params, skip_nonaffine=skip_nonaffine,
-                      assume_no_alias=assume_no_alias)
+                      assume_no_alias=assume_no_alias, reassociate=reassociate)
     if not regions:
         return raw, []
     l2 = _l2_bytes(hardware) if tile else 1 << 20
@@ -867,10 +935,19 @@ def optimize_regions(path, *, tile: bool = True, parallel: bool = True, fusion: 
 
 def optimize_c(path, *, tile: bool = True, parallel: bool = True, fusion: str = "smart", hardware: Any = "host",
                params: Optional[Mapping[str, int]] = None, schedule: Any = None, skip_nonaffine: bool = False,
-               assume_no_alias: bool = False, function: Optional[str] = None) -> str:
+               assume_no_alias: bool = False, function: Optional[str] = None, reassociate: bool = False) -> str:
     """The C file ``path`` with every ``#pragma scop`` region optimised (tiled, parallel, vectorised).
 
     With ``function``, that function's body is the region instead (``polytile opt --function``).
+
+    By default every reduction keeps its order of evaluation, so the output
+    computes bitwise the same values as the original.  ``reassociate=True``
+    lets the schedule reorder the updates of reductions (``s += e``,
+    ``s -= e``, ``s *= e`` whose ``e`` never reads the updated cell): loops
+    over them may be tiled and interchanged, and a reduction into a scalar
+    is vectorised with one partial sum per lane.  Results then differ by
+    rounding; for sums of n terms the error bound grows like n * eps *
+    sum(|terms|).
 
     ``params`` fixes parameters (the output is then only valid for those
     values); ``schedule`` (a file saved by ``polytile schedule -o`` or a list
@@ -881,5 +958,5 @@ def optimize_c(path, *, tile: bool = True, parallel: bool = True, fusion: str = 
     """
     out, _ = optimize_regions(path, tile=tile, parallel=parallel, fusion=fusion, hardware=hardware, params=params,
                               schedule=schedule, skip_nonaffine=skip_nonaffine, assume_no_alias=assume_no_alias,
-                              function=function)
+                              function=function, reassociate=reassociate)
     return out.decode("utf-8", errors="surrogateescape")

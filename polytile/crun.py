@@ -382,6 +382,34 @@ def bitwise_difference(name: str, got: np.ndarray, want: np.ndarray) -> Optional
             f"(max |difference| {np.nanmax(diff) if np.isfinite(diff).any() else float('nan'):.3g})")
 
 
+#: Tolerance of a reassociated build (``polytile opt --reassociate``): every element of a
+#: floating-point array within REASSOCIATED_REL times the largest magnitude in the original's array.
+#: A reordered sum of n terms moves by about n * eps of its largest partial sum (eps = 2.2e-16 for
+#: double, 1.2e-7 for float), so this covers n up to ~1e6 doubles; a lost or doubled term does not pass.
+REASSOCIATED_REL = {"float64": 1e-9, "float32": 1e-3}
+
+
+def close_difference(name: str, got: np.ndarray, want: np.ndarray) -> Optional[str]:
+    """None when ``got`` matches ``want`` within :data:`REASSOCIATED_REL` (integers: exactly); else what differs.
+
+    >>> close_difference("C", np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-15])) is None
+    True
+    """
+    rel = REASSOCIATED_REL.get(str(want.dtype))
+    if rel is None or got.shape != want.shape or got.dtype != want.dtype:
+        return bitwise_difference(name, got, want)
+    with np.errstate(all="ignore"):
+        w = want.astype(np.float64)
+        diff = np.abs(got.astype(np.float64) - w)
+        scale = float(np.nanmax(np.abs(w))) if w.size and not np.isnan(w).all() else 0.0
+    bound = rel * (scale or 1.0)
+    bad = ~(diff <= bound) & ~(np.isnan(got) & np.isnan(want))
+    if not bad.any():
+        return None
+    return (f"array {name} differs beyond {rel:g} x max|value| = {bound:.3g} in {int(bad.sum())} of {got.size} "
+            f"elements (max |difference| {np.nanmax(diff):.3g})")
+
+
 # ---------------------------------------------------------------------------
 # optimised variants
 # ---------------------------------------------------------------------------
@@ -391,7 +419,7 @@ def optimise(path, *, function: Optional[str] = None, **options) -> Tuple[bytes,
     """:func:`polytile.copt.optimize_regions`, or with ``function`` that function's whole body as the region.
 
     ``options`` are ``optimize_regions``' keywords (tile, parallel, fusion, hardware, params, schedule,
-    skip_nonaffine, assume_no_alias).
+    skip_nonaffine, assume_no_alias, reassociate).
 
     >>> # text, results = optimise("gemm.c", fusion="max")
     """
@@ -406,10 +434,16 @@ class Variant:
     options: Optional[Mapping[str, Any]] = None
     origin: str = ""
 
+    @property
+    def reassociated(self) -> bool:
+        """Its reductions may be reordered, so it is checked within a tolerance, not bitwise."""
+        return bool(self.options and self.options.get("reassociate"))
+
 
 def variants(fusion: Sequence[str] = (), *, no_tile: bool = False, no_parallel: bool = False,
-             schedules: Sequence[Any] = ()) -> List[Variant]:
-    """The original, ``polytile opt``'s default, then one variant per fusion choice, untiled, serial, file.
+             schedules: Sequence[Any] = (), reassociate: bool = False) -> List[Variant]:
+    """The original, ``polytile opt``'s default, then one variant per fusion choice, untiled, serial,
+    reassociated, file.
 
     >>> [v.name for v in variants(["none", "smart"], no_tile=True)]
     ['original', 'opt', 'fusion-none', 'no-tile']
@@ -423,6 +457,9 @@ def variants(fusion: Sequence[str] = (), *, no_tile: bool = False, no_parallel: 
         out.append(Variant("no-tile", {"tile": False}, "polytile opt --no-tile"))
     if no_parallel:
         out.append(Variant("no-parallel", {"parallel": False}, "polytile opt --no-parallel"))
+    if reassociate:
+        out.append(Variant("reassociate", {"reassociate": True}, "polytile opt --reassociate (checked within "
+                           f"{REASSOCIATED_REL['float64']:g} x max|value| for doubles)"))
     for s in schedules:
         out.append(Variant(Path(str(s)).stem, {"schedule": s}, f"polytile opt --schedule {s}"))
     return out
@@ -487,7 +524,8 @@ def compare_c(call: Call, candidates: Sequence[Variant], *, repeat: int = 10, wa
             row.check = "ok"
             base_median = row.median
         else:
-            problems = [d for d in (bitwise_difference(n, got[n], want[n]) for n in want) if d]
+            differ = close_difference if v.reassociated else bitwise_difference
+            problems = [d for d in (differ(n, got[n], want[n]) for n in want) if d]
             row.check = "MISMATCH" if problems else "ok"
             row.reason = "; ".join(problems + ([row.reason] if row.reason else []))
             if problems:
@@ -498,7 +536,9 @@ def compare_c(call: Call, candidates: Sequence[Variant], *, repeat: int = 10, wa
         file=str(call.path), function=call.function, dims=dict(call.sizes), scalars=dict(call.scalars),
         shapes={k: list(a.shape) for k, a in call.inputs.items()}, globals=list(call.globals),
         macros_set=dict(call.macros), flags=list(flags) + list(_SHARED), baseline=candidates[0].name,
-        check="bitwise: every array the function reaches equals the baseline build's, byte for byte",
+        check="bitwise: every array the function reaches equals the baseline build's, byte for byte"
+              + ("; reassociated variants: floats within " + ", ".join(f"{k} {v:g}" for k, v in REASSOCIATED_REL.items())
+                 + " x the array's max |value|, integers exactly" if any(v.reassociated for v in candidates) else ""),
         inputs="floats uniform in [0.5, 1.5) (square matrices + 2n on the diagonal), integers in [1, 50)",
         repeat=repeat, warmup=warmup, hardware=str(hardware))
     return compare_mod.CompareResult(rows, prov)

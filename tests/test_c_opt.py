@@ -89,30 +89,56 @@ def test_every_kernel_is_covered():
     assert sorted(p.name for p in KERNELS.glob("*.c")) == sorted(CASES)
 
 
-@needs_cc
-@pytest.mark.parametrize("kernel", sorted(CASES))
-def test_optimised_kernel_is_bitwise_identical(kernel, optimised, tmp_path, rng):
+def _run_both(kernel: str, out: bytes, results, tmp_path: Path, rng):
+    """Inputs, and the arrays after the original and after the optimised file's function."""
     path = KERNELS / kernel
     case = CASES[kernel]
     sizes = _sizes(path, case)
-    alias = case.get("assume_no_alias", False)
-    out, results = optimised(kernel)
     assert results and all(r.text is not None for r in results)
     # Only the regions changed: the bytes before the first and after the last are the original's.
     raw = path.read_bytes()
     assert out.startswith(raw[:results[0].cscop.start]) and out.endswith(raw[results[-1].cscop.end:])
     original = compile_so(tmp_path, "original", raw)
     new = compile_so(tmp_path, "optimised", out)
-    concrete = extract(path, params=sizes, assume_no_alias=alias)
+    concrete = extract(path, params=sizes, assume_no_alias=case.get("assume_no_alias", False))
     arrays = {}
     for cs in concrete:
         arrays.update({k: v for k, v in _inputs(cs, case, rng).items() if k not in arrays})
     scalars, globals_ = case.get("scalars", {}), case.get("globals", {})
     want = call_kernel(original, concrete[0], sizes, arrays, scalars, globals_)
     got = call_kernel(new, concrete[0], sizes, arrays, scalars, globals_)
+    assert any(not np.array_equal(want[n], arrays[n]) for n in arrays)
+    return arrays, want, got
+
+
+@needs_cc
+@pytest.mark.parametrize("kernel", sorted(CASES))
+def test_optimised_kernel_is_bitwise_identical(kernel, optimised, tmp_path, rng):
+    arrays, want, got = _run_both(kernel, *optimised(kernel), tmp_path, rng)
     for name in arrays:
         np.testing.assert_array_equal(got[name], want[name], err_msg=f"{kernel}: array {name} differs")
-    assert any(not np.array_equal(want[n], arrays[n]) for n in arrays)
+
+
+#: Tolerance of reassociated output (float64): every element within REL of its array's largest
+#: magnitude.  The kernels sum at most ~50 terms of size ~1 here, so reordering moves a result by a
+#: few ulps of the largest partial sum (~1e-14 relative); a missing or doubled term moves it by ~1e-2.
+REASSOC_REL = 1e-11
+
+
+@needs_cc
+@pytest.mark.parametrize("kernel", sorted(CASES))
+def test_reassociated_kernel_matches_within_tolerance(kernel, tmp_path, rng):
+    case = CASES[kernel]
+    out, results = optimize_regions(KERNELS / kernel, assume_no_alias=case.get("assume_no_alias", False),
+                                    reassociate=True)
+    arrays, want, got = _run_both(kernel, out, results, tmp_path, rng)
+    for name in arrays:
+        if np.dtype(want[name].dtype).kind in "iu":  # integer sums reassociate exactly
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{kernel}: array {name} differs")
+            continue
+        scale = float(np.max(np.abs(want[name]))) or 1.0
+        np.testing.assert_allclose(got[name], want[name], rtol=0, atol=REASSOC_REL * scale,
+                                   err_msg=f"{kernel}: array {name} differs beyond the stated tolerance")
 
 
 @pytest.mark.parametrize("kernel", STENCILS)

@@ -261,6 +261,52 @@ class _Renamer(c_ast.NodeVisitor):
             node.name = self.mapping[node.name]
 
 
+def _reduction_form(node: c_ast.Node) -> Tuple[Optional[str], Optional[c_ast.Node]]:
+    """``(op, e)`` when ``node`` updates its left-hand side by ``e`` with an associative operator.
+
+    ``s += e``, ``s -= e``, ``s = s + e``, ``s = e + s``, ``s = s - e`` and
+    ``s++``/``s--`` are ``'+'`` updates (a difference is a sum of negated
+    terms); ``s *= e``, ``s = s * e``, ``s = e * s`` are ``'*'``.  ``e`` is
+    None for ``++``/``--``.  Anything else (``s = e - s``, ``s /= e``) is
+    ``(None, None)``.
+    """
+    if isinstance(node, c_ast.UnaryOp) and node.op in ("++", "--", "p++", "p--"):
+        return "+", None
+    if not isinstance(node, c_ast.Assignment):
+        return None, None
+    if node.op in ("+=", "-="):
+        return "+", node.rvalue
+    if node.op == "*=":
+        return "*", node.rvalue
+    rv = node.rvalue
+    if node.op != "=" or not isinstance(rv, c_ast.BinaryOp) or rv.op not in ("+", "-", "*"):
+        return None, None
+    lhs = _c(node.lvalue)
+    op = "*" if rv.op == "*" else "+"
+    if _c(rv.left) == lhs:
+        return op, rv.right
+    if rv.op != "-" and _c(rv.right) == lhs:
+        return op, rv.left
+    return None, None
+
+
+def _update_text(node: c_ast.Node) -> Optional[Tuple[str, str, str]]:
+    """``(lhs, op, e)`` of an update in :func:`_reduction_form`, as C text; None for other statements.
+
+    >>> # s -= U[i][j] * x[j]  ->  ("s", "-=", "U[i][j] * x[j]");  s = s * 2  ->  ("s", "*=", "2")
+    """
+    op, operand = _reduction_form(node)
+    if op is None:
+        return None
+    if isinstance(node, c_ast.UnaryOp):
+        return _c(node.expr), ("+=" if "+" in node.op else "-="), "1"
+    if node.op in ("+=", "-=", "*="):
+        c_op = node.op
+    else:
+        c_op = {"+": "+=", "-": "-=", "*": "*="}[node.rvalue.op]
+    return _c(node.lvalue), c_op, _c(operand)
+
+
 def _ids(node: c_ast.Node) -> List[c_ast.ID]:
     out: List[c_ast.ID] = []
 
@@ -542,6 +588,11 @@ class _Stmt:
     write: _Access
     reads: List[_Access]
     c_text: str
+    # ``lhs op= e`` / ``lhs = lhs op e`` with op + or - ('+') or * ('*'): the update
+    # reassociation may reorder; ``operand`` are the reads of ``e`` alone.
+    reduce: Optional[str] = None
+    operand: Tuple[_Access, ...] = ()
+    update: Optional[Tuple[str, str, str]] = None  # (lhs, "+=" | "-=" | "*=", e) as C text (isl iterator names)
 
 
 @dataclass
@@ -581,8 +632,10 @@ _PREFIX_OPS = ("*", "&", "-", "+", "!", "~", "++", "--")
 
 
 class _Extractor:
-    def __init__(self, file: _File, region: _Region, index: int, fixed: Mapping[str, int], assume_no_alias: bool):
+    def __init__(self, file: _File, region: _Region, index: int, fixed: Mapping[str, int], assume_no_alias: bool,
+                 reassociate: bool = False):
         self.file = file
+        self.reassociate = reassociate
         self.src = file.src
         self.region = region
         self.index = index
@@ -902,6 +955,10 @@ class _Extractor:
         else:
             write = self.lvalue(node.expr, ctx)
             reads.append(write)
+        reduce, operand = _reduction_form(node)
+        operand_reads: List[_Access] = []
+        if operand is not None:
+            self.reads(operand, ctx, operand_reads)
         for acc in [write] + reads:
             self.accessed.setdefault(acc.array, acc)
         iters = ctx.iter_map()
@@ -916,7 +973,7 @@ class _Extractor:
         name = f"S{len(self.stmts)}"
         time = ctx.prefix + (str(seq.next()),)
         self.stmts.append(_Stmt(name, origin, tuple(v for _, v in ctx.loops), ctx.conds, time, write, reads,
-                                _c(text_node) + ";"))
+                                _c(text_node) + ";", reduce, tuple(operand_reads), _update_text(text_node)))
 
     def lvalue(self, node: c_ast.Node, ctx: _Ctx) -> _Access:
         if isinstance(node, c_ast.ID):
@@ -1111,10 +1168,12 @@ class _Extractor:
             time = list(s.time) + ["0"] * (width - len(s.time))
             sched_parts.append(f"{tup} -> [{', '.join(time)}]")
             sym = self.lookup(s.write.array)
-            body = B.Store(s.write.array, self.index_nodes(s.write), B.Const(0, sym.dtype or "float64"))
+            reduce = self.reduction(s, tup, domain, write) if self.reassociate else None
+            body = B.Store(s.write.array, self.index_nodes(s.write), B.Const(0, sym.dtype or "float64"), reduce)
             loc = self.src.location(s.node.coord)
             statements.append(Statement(s.name, s.iters, domain, body, "c", origin=s.write.array, text=s.c_text,
-                                        loc=loc, c_text=s.c_text, reads_override=reads, write_override=write))
+                                        loc=loc, c_text=s.c_text, c_reduction=s.update if reduce else None,
+                                        reads_override=reads, write_override=write))
         arrays = self.arrays(statements)
         domain = isl.UnionSet.empty(context.get_space())
         for st in statements:
@@ -1133,6 +1192,30 @@ class _Extractor:
         return CScop(scop, self.src.path, func, self.region.start, self.region.end, self.region.lines,
                      tuple(self.iter_c_names), scalars, tuple(params), dict(self.fixed), dict(self.src.macros),
                      tuple(self.decls), self.file.signature(self.region.func), tuple(self.notes))
+
+    def reduction(self, s: _Stmt, tup: str, domain: isl.Set, write: isl.Map) -> Optional[str]:
+        """The operator of ``s`` as a reduction whose updates may be reordered, or None.
+
+        ``s`` must have the form ``lhs op= e`` (:func:`_reduction_form`) and
+        ``e`` must never read the cell the same instance writes: with
+        ``{ S[x] -> A[w(x)] }`` the write and ``{ S[x] -> A[r(x)] }`` a read
+        of ``e``, ``{ S[x] : w(x) = r(x) }`` is empty.  Then the dependences
+        between instances that update one cell carry nothing but the running
+        value, and a schedule may reorder them (``reassociate=True``).
+        """
+        if s.reduce is None:
+            return None
+        for r in s.operand:
+            if r.array != s.write.array:
+                continue
+            hit = self.access_map(tup, r).intersect(write).intersect_domain(domain)
+            if not hit.is_empty():
+                self.notes.append(f"{s.name} (line {self.src.location(s.node.coord).line}) is not reassociated: "
+                                  f"its operand reads the cell it updates ({hit.domain().coalesce()})")
+                return None
+        self.notes.append(f"{s.name} (line {self.src.location(s.node.coord).line}) is a {s.reduce}-reduction "
+                          f"on {s.write.array}: its updates may be reordered (reassociate)")
+        return s.reduce
 
     def isl(self, cls, text: str):
         try:
@@ -1308,7 +1391,7 @@ def _lin_node(l: A.Lin) -> B.Node:
 
 
 def extract(path, *, function: Optional[str] = None, params: Optional[Mapping[str, int]] = None,
-            assume_no_alias: bool = False, skip_nonaffine: bool = False) -> List[CScop]:
+            assume_no_alias: bool = False, skip_nonaffine: bool = False, reassociate: bool = False) -> List[CScop]:
     """Every ``#pragma scop`` region of the C file ``path`` (or the body of ``function``) as a :class:`CScop`.
 
     ``params`` fixes parameters by name (``{"n": 100, "N": 64}``; macros
@@ -1318,6 +1401,11 @@ def extract(path, *, function: Optional[str] = None, params: Optional[Mapping[st
     with ``skipped=True`` and the error text as ``reason`` instead.  Errors
     of the file itself (unreadable, unparsable, unmatched pragmas) always
     raise.
+
+    With ``reassociate=True``, statements ``lhs op= e`` (``+``, ``-``, ``*``)
+    whose ``e`` never reads the updated cell become reductions
+    (``Store.reduce``): the scheduler may then reorder their updates, which
+    changes floating-point rounding (see ``polytile opt --reassociate``).
 
     >>> # [cs] = extract("gemm.c", params={"ni": 8, "nj": 8, "nk": 8})
     >>> # cs.scop.statements[1].c_text -> 'C[i][j] += alpha * A[i][k] * B[k][j];'
@@ -1333,7 +1421,7 @@ def extract(path, *, function: Optional[str] = None, params: Optional[Mapping[st
         index = per_function.get(fname, 0)
         per_function[fname] = index + 1
         try:
-            ex = _Extractor(file, region, index, fixed, assume_no_alias)
+            ex = _Extractor(file, region, index, fixed, assume_no_alias, reassociate)
             ex.run()
             out.append(ex.build())
         except CFrontendError as e:

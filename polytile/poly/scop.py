@@ -46,6 +46,10 @@ class Statement:
     # C code (iterators as free identifiers) and its accesses explicitly; the body
     # then only describes the written array for reports.
     c_text: Optional[str] = None
+    # A C update ``lhs op= e`` as (lhs, "+=" / "-=" / "*=", e) in C text, e.g.
+    # ("C[i][j]", "+=", "alpha * A[i][k] * A[j][k]"), so a SIMD reduction loop can
+    # accumulate e into a scalar and update the cell once after the loop.
+    c_reduction: Optional[Tuple[str, str, str]] = None
     reads_override: Optional[isl.UnionMap] = field(default=None, repr=False)
     write_override: Optional[isl.Map] = field(default=None, repr=False)
 

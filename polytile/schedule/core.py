@@ -279,22 +279,52 @@ class Schedule:
     def _check_parallel(self, what: str, stmt: str, loop: str, kind: str, arg) -> None:
         dim = self.loop_dim(stmt, loop)
         group = self.group(stmt, dim)
-        reduction_ok = kind == PARALLEL and bool(arg) and self.parallel_reductions
+        # A SIMD reduction keeps one partial accumulator per lane in registers; a
+        # parallel one needs the target to give each thread a private copy.
+        reduction_ok = bool(arg) and (kind == SIMD or (kind == PARALLEL and self.parallel_reductions))
         deps = self.deps.all(include_reductions=not reduction_ok)
         carried = self.carried(group, dim, deps)
         if not carried.is_empty():
             red = self.carried(group, dim, self.deps.reduction)
             hint = ""
+            request = "parallel(..., reduction=True)" if kind == PARALLEL else "vectorize(..., reduction=True)"
             if not red.is_empty() and carried.subtract(self.deps.reduction).is_empty():
-                if kind != PARALLEL:
-                    hint = " (the loop carries a reduction; only parallel(..., reduction=True) may run it concurrently)"
-                elif self.parallel_reductions:
-                    hint = (" (only reduction dependences are carried: request a reduction, "
-                            "e.g. parallel(..., reduction=True))")
-                else:
+                if kind == PARALLEL and not self.parallel_reductions:
                     hint = " (the loop carries a reduction and this target has no parallel reductions)"
+                else:
+                    hint = f" (only reduction dependences are carried: request a reduction, e.g. {request})"
             raise IllegalSchedule(self._explain(
                 what, carried, f"loop {loop!r} of {stmt} carries a dependence, so it cannot be {kind}{hint}"))
+        if kind == SIMD and arg:
+            why = self.simd_reduction_blocker(group, dim)
+            if why:
+                raise IllegalSchedule(f"{what} is illegal: loop {loop!r} of {stmt}: {why}")
+
+    def simd_reduction_blocker(self, group: Sequence[str], dim: int) -> str:
+        """Why loop ``dim`` cannot be a SIMD reduction loop for its reductions ('' when it can).
+
+        Each lane keeps a partial value of the accumulated cell, so within one
+        iteration of the outer loops every reduction the loop carries must
+        update one cell: a scalar, or (C statements, accumulated in a scalar
+        and written back after the loop) one element, e.g. ``C[i][j]`` with
+        ``k`` the SIMD loop: ``{ S[i,j,k] -> S[i,j,k'] }`` pairs all write
+        ``C[i,j]``.
+        """
+        for name in group:
+            st = self.scop.statement(name)
+            if not st.is_reduction or self.carried([name], dim, self.deps.reduction).is_empty():
+                continue
+            if not self.scop.array(st.body.array).shape:
+                continue
+            if st.c_reduction is None:
+                return (f"{name} reduces into array {st.body.array!r}; a SIMD reduction needs a scalar "
+                        "accumulator (a 0-d array)")
+            w = st.write_map()
+            pairs = isl.Map.from_domain_and_range(st.domain, st.domain)
+            other_cell = isl.UnionMap.from_map(pairs.subtract(w.apply_range(w.reverse())))
+            if not self.carried([name], dim, other_cell).is_empty():
+                return f"{name} updates different cells of {st.body.array!r} along the loop"
+        return ""
 
     def _explain(self, what: str, pairs: isl.UnionMap, why: str) -> str:
         """Name the violated dependence (kind, statements, isl text) and one concrete pair."""
@@ -391,7 +421,8 @@ class Schedule:
             red = self._reduction_clause(group, dim) if found[PARALLEL] else ""
             out.append(PARALLEL + (f" {red}" if red else ""))
         if SIMD in found:
-            out.append(SIMD)
+            red = self._reduction_clause(group, dim) if found[SIMD] else ""
+            out.append(SIMD + (f" {red}" if red else ""))
         if UNROLL in found:
             out.append(f"{UNROLL} {int(found[UNROLL])}")
         return out

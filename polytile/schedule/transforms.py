@@ -390,14 +390,24 @@ def parallel(s: Schedule, stmt: str, loop: str, *, reduction: bool = False) -> S
                  Step.make("parallel", stmt=stmt, loop=loop, reduction=bool(reduction)))
 
 
-def vectorize(s: Schedule, stmt: str, loop: str) -> Schedule:
-    """Mark the innermost loop ``loop`` as a SIMD loop (``#pragma omp simd``); it must carry no dependence."""
+def vectorize(s: Schedule, stmt: str, loop: str, *, reduction: bool = False) -> Schedule:
+    """Mark the innermost loop ``loop`` as a SIMD loop (``#pragma omp simd``); it must carry no dependence.
+
+    With ``reduction=True`` it may carry the dependences of reductions into
+    scalars, which become a ``reduction(op:s)`` clause: each lane keeps a
+    partial sum, combined after the loop (a reassociation).
+
+    >>> # for j: s -= U[i][j] * x[j]    (S1 a reduction: extract(..., reassociate=True))
+    >>> # vectorize(s, "S1", "j", reduction=True)  ->  #pragma omp simd reduction(+:s)
+    """
     st = s.resolve(stmt)
     d = s.loop_dim(st, loop)
     inner = [n for dd, n in _loops_in(s, st) if dd > d]
     if inner:
         raise ScheduleError(f"vectorize: loop {loop!r} of {st} is not innermost (inside it: {', '.join(inner)})")
-    return _mark(s, stmt, loop, SIMD, True, Step.make("vectorize", stmt=stmt, loop=loop))
+    step = (Step.make("vectorize", stmt=stmt, loop=loop, reduction=True) if reduction
+            else Step.make("vectorize", stmt=stmt, loop=loop))
+    return _mark(s, stmt, loop, SIMD, bool(reduction), step)
 
 
 def unroll(s: Schedule, stmt: str, loop: str, factor: int = 4) -> Schedule:
