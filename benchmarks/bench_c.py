@@ -7,7 +7,9 @@ builds of the same kernel file are timed by one generated driver:
 ``gcc-O3``     ``gcc -O3 -march=native`` of the original file (the baseline)
 ``graphite``   ``gcc -O3 -march=native -floop-nest-optimize -floop-parallelize-all -ftree-parallelize-loops=N``
 ``polly``      ``clang -O3 -march=native -mllvm -polly -mllvm -polly-parallel -fopenmp`` (when clang exists)
-``polytile``   ``polytile opt`` output, ``gcc -O3 -march=native -fopenmp``
+``polytile``   ``polytile opt`` output, ``gcc -O3 -march=native -fopenmp`` (bitwise the original's results)
+``reassoc``    ``polytile opt --reassociate`` output, same flags (reductions may be reordered: results
+               differ by rounding; the checksum difference column shows by how much)
 =============  ===============================================================================
 
 The driver (``main()`` written here per kernel) allocates the arrays,
@@ -41,7 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -82,6 +84,7 @@ VARIANTS = {
                       f"-ftree-parallelize-loops={THREADS}"]),
     "polly": (CLANG, ["-O3", "-march=native", "-mllvm", "-polly", "-mllvm", "-polly-parallel", "-fopenmp"]),
     "polytile": (CC, ["-O3", "-march=native", "-fopenmp"]),
+    "reassoc": (CC, ["-O3", "-march=native", "-fopenmp"]),
 }
 
 
@@ -247,16 +250,24 @@ def main() -> int:
         opt_seconds = time.perf_counter() - t0
         osrc = work / f"{kernel}.opt.c"
         osrc.write_bytes(out)
+        say(f"{kernel}: polytile opt --reassociate")
+        rout, rregions = optimize_regions(ksrc, assume_no_alias=alias, reassociate=True)
+        rsrc = work / f"{kernel}.reassoc.c"
+        rsrc.write_bytes(rout)
         cs = extract(ksrc, params=sizes, assume_no_alias=alias)[0]
         dsrc = work / f"{kernel}.driver.c"
         dsrc.write_text(driver(cs, sizes, spec, args.repeat, args.warmup))
         row: Dict[str, Any] = {"sizes": sizes, "opt_seconds": round(opt_seconds, 3),
                                "schedule": [" -> ".join(str(s) for s in r.schedule.steps) if r.schedule else None
                                             for r in regions],
-                               "notes": [n for r in regions for n in r.notes], "runs": {}}
+                               "notes": [n for r in regions for n in r.notes],
+                               "reassoc_schedule": [" -> ".join(str(s) for s in r.schedule.steps) if r.schedule
+                                                    else None for r in rregions],
+                               "runs": {}}
         for name, (cc, flags) in variants.items():
             say(f"{kernel}: {name}")
-            row["runs"][name] = build_and_run(work, f"{kernel}.{name}", osrc if name == "polytile" else ksrc,
+            source = {"polytile": osrc, "reassoc": rsrc}.get(name, ksrc)
+            row["runs"][name] = build_and_run(work, f"{kernel}.{name}", source,
                                               dsrc, cc, flags, args.timeout, args.rounds, args.idle,
                                               args.max_wait)
             row["runs"][name]["flags"] = [cc] + flags
@@ -267,32 +278,42 @@ def main() -> int:
         results[kernel] = row
 
     names = list(variants)
-    header = ["kernel"] + [f"{n} ms" for n in names] + ["polytile/O3", "polytile/graphite", "checksum diff"]
+    ours = ("polytile", "reassoc")
+    header = (["kernel"] + [f"{n} ms" for n in names]
+              + [f"{o}/{b}" for o in ours for b in ("O3", "graphite", "polly") if b != "polly" or CLANG]
+              + ["reassoc diff"])
     rows = [header]
-    speed_o3, speed_gr = [], []
+    speed: Dict[Tuple[str, str], List[float]] = {}
     for kernel, row in results.items():
         runs = row["runs"]
         cells = [kernel]
         for n in names:
             r = runs[n]
             cells.append(_common.ms(r.get("median")) if "median" in r else "error")
-        pt, o3, gr = (runs.get(k, {}).get("median") for k in ("polytile", "gcc-O3", "graphite"))
-        s1 = o3 / pt if pt and o3 else None
-        s2 = gr / pt if pt and gr else None
-        row["speedup_vs_O3"], row["speedup_vs_graphite"] = s1, s2
-        if s1:
-            speed_o3.append(s1)
-        if s2:
-            speed_gr.append(s2)
-        cells += [f"{s1:.2f}x" if s1 else "-", f"{s2:.2f}x" if s2 else "-",
-                  f"{runs['polytile'].get('checksum_rel_diff', float('nan')):.1e}"]
+        for o in ours:
+            for b, base in (("O3", "gcc-O3"), ("graphite", "graphite"), ("polly", "polly")):
+                if b == "polly" and not CLANG:
+                    continue
+                t_o, t_b = runs.get(o, {}).get("median"), runs.get(base, {}).get("median")
+                x = t_b / t_o if t_o and t_b else None
+                row[f"speedup_{o}_vs_{b}"] = x
+                if x:
+                    speed.setdefault((o, b), []).append(x)
+                cells.append(f"{x:.2f}x" if x else "-")
+        row["speedup_vs_O3"], row["speedup_vs_graphite"] = row["speedup_polytile_vs_O3"], row["speedup_polytile_vs_graphite"]
+        cells.append(f"{runs['reassoc'].get('checksum_rel_diff', float('nan')):.1e}")
         rows.append(cells)
     geo = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None  # noqa: E731
-    g1, g2 = geo(speed_o3), geo(speed_gr)
+    means = {f"{o}_vs_{b}": geo(v) for (o, b), v in speed.items()}
+    g1, g2 = means.get("polytile_vs_O3"), means.get("polytile_vs_graphite")
     print(_common.table(rows))
-    print(f"geomean speedup of polytile opt: {g1:.2f}x over gcc -O3, {g2:.2f}x over Graphite "
-          f"({THREADS} threads; polly: {'yes' if CLANG else 'clang not installed'})" if g1 and g2 else
-          "geomean: not enough successful runs")
+    print(f"({THREADS} threads; polly: {'yes' if CLANG else 'clang not installed'}; polytile: bitwise the original's "
+          "results; reassoc: --reassociate, checksum relative difference in the last column)")
+    for o in ours:
+        parts = [f"{means[f'{o}_vs_{b}']:.2f}x over {b}" for b in ("O3", "graphite", "polly") if means.get(f"{o}_vs_{b}")]
+        print(f"geomean speedup of {o}: " + (", ".join(parts) if parts else "not enough successful runs"))
+        behind = [k for k, r in results.items() for b in ("graphite",) if (r.get(f"speedup_{o}_vs_{b}") or 0) < 1.0]
+        print(f"  {o} behind Graphite on: {', '.join(behind) or 'none'}")
     for kernel, row in results.items():
         for name, r in row["runs"].items():
             if "error" in r:
@@ -300,7 +321,7 @@ def main() -> int:
     data = {"provenance": _common.provenance(threads=THREADS, variants={k: [v[0]] + v[1] for k, v in variants.items()},
                                              polly_available=bool(CLANG)),
             "repeat": args.repeat, "warmup": args.warmup, "kernels": results,
-            "geomean_speedup_vs_O3": g1, "geomean_speedup_vs_graphite": g2}
+            "geomean_speedup_vs_O3": g1, "geomean_speedup_vs_graphite": g2, "geomeans": means}
     path = _common.write_json(args.out, data)
     print(f"wrote {path}")
     return 0

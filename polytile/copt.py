@@ -882,6 +882,11 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
         return res
     if steps is not None:
         res.notes.append("schedule replayed from the given steps")
+        reorders = [st for st in steps if st.kwargs().get("reduction")]
+        if reorders and not any(st.is_reduction for st in scop.statements):
+            raise ScheduleError(f"{cs.path}:{cs.lines[0]}: the schedule reorders reductions ({reorders[0]}); "
+                                "replay it with reassociation on (polytile opt --reassociate, "
+                                "optimize_c(..., reassociate=True))")
         options = [(scop, iter([(_replay(scop, deps_mod.compute(scop), steps), [])]), [])]
         max_operations = None
     else:

@@ -176,3 +176,14 @@ def test_cli_opt_reassociate(tmp_path, capsys):
     out = tmp_path / "t.c"
     assert cli_main(["opt", str(TRISOLV), "--reassociate", "-o", str(out)]) == 0
     assert "omp simd reduction(+:s)" in out.read_text()
+
+
+def test_saved_reassociated_schedule_replays_only_with_reassociate(tmp_path, capsys):
+    sched = tmp_path / "s.json"
+    assert cli_main(["schedule", str(TRISOLV), "--reassociate", "-o", str(sched)]) == 0
+    out = tmp_path / "t.c"
+    assert cli_main(["opt", str(TRISOLV), "--reassociate", "--schedule", str(sched), "-o", str(out)]) == 0
+    assert out.read_text() == optimize_c(TRISOLV, reassociate=True)
+    capsys.readouterr()
+    assert cli_main(["opt", str(TRISOLV), "--schedule", str(sched), "-o", str(out)]) != 0
+    assert "the schedule reorders reductions" in capsys.readouterr().err
