@@ -385,6 +385,15 @@ def test_parallel_reduction_loop(name, dims, stmt, order, loop, op, rng):
     assert "#pragma omp parallel for" in src
 
 
+def test_simd_reduction_is_refused_for_tile_statements():
+    # matmul in program order has k innermost, carrying only the reduction into C.
+    s = sched("matmul", MM)
+    with pytest.raises(IllegalSchedule, match="vectorize\\(\\.\\.\\., reduction=True\\)"):
+        S.vectorize(s, "C", "k")
+    with pytest.raises(IllegalSchedule, match="not a C statement"):
+        S.vectorize(s, "C", "k", reduction=True)
+
+
 def test_vectorize_innermost(rng):
     s = S.reorder(sched("matmul", MM), "C", ["i", "k", "j"])
     v = S.vectorize(s, "C", "j")

@@ -314,11 +314,14 @@ class Schedule:
             st = self.scop.statement(name)
             if not st.is_reduction or self.carried([name], dim, self.deps.reduction).is_empty():
                 continue
+            if st.c_text is None:
+                # Tile statements reach the SIMD units through register tiles (regtile) instead.
+                return (f"{name} is not a C statement: SIMD reductions are emitted for C regions "
+                        "(polytile opt --reassociate); use regtile for a Tile contraction")
             if not self.scop.array(st.body.array).shape:
                 continue
             if st.c_reduction is None:
-                return (f"{name} reduces into array {st.body.array!r}; a SIMD reduction needs a scalar "
-                        "accumulator (a 0-d array)")
+                return f"{name} updates {st.body.array!r} in a form the code generator cannot accumulate"
             w = st.write_map()
             pairs = isl.Map.from_domain_and_range(st.domain, st.domain)
             other_cell = isl.UnionMap.from_map(pairs.subtract(w.apply_range(w.reverse())))

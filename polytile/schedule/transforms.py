@@ -393,9 +393,12 @@ def parallel(s: Schedule, stmt: str, loop: str, *, reduction: bool = False) -> S
 def vectorize(s: Schedule, stmt: str, loop: str, *, reduction: bool = False) -> Schedule:
     """Mark the innermost loop ``loop`` as a SIMD loop (``#pragma omp simd``); it must carry no dependence.
 
-    With ``reduction=True`` it may carry the dependences of reductions into
-    scalars, which become a ``reduction(op:s)`` clause: each lane keeps a
-    partial sum, combined after the loop (a reassociation).
+    With ``reduction=True`` it may carry the dependences of reductions of C
+    statements (``extract(..., reassociate=True)``) that update one cell per
+    iteration of the outer loops: a scalar gets a ``reduction(op:s)``
+    clause, an array element a scalar accumulator written back after the
+    loop.  Each lane keeps a partial sum, combined after the loop (a
+    reassociation).
 
     >>> # for j: s -= U[i][j] * x[j]    (S1 a reduction: extract(..., reassociate=True))
     >>> # vectorize(s, "S1", "j", reduction=True)  ->  #pragma omp simd reduction(+:s)
