@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import islpy as isl
 
 from ..errors import ScheduleError
-from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Schedule, Step, StmtSchedule, _dim_constant, range_map
+from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Schedule, Step, StmtSchedule, range_map
 
 
 # ---------------------------------------------------------------------------
@@ -355,7 +355,7 @@ def distribute(s: Schedule, stmt: str, depth: int = 0) -> Schedule:
 
 def _runs_before(s: Schedule, a: str, b: str, start: int) -> bool:
     for d in range(start, s.n_dims):
-        ca, cb = _dim_constant(s.table[a].map, d), _dim_constant(s.table[b].map, d)
+        ca, cb = s.table[a].constant(d), s.table[b].constant(d)
         if ca is not None and cb is not None and ca != cb:
             return ca < cb
     return False
