@@ -424,22 +424,30 @@ class AstPrinter:
         clause = f"simd {'*' if op == '*=' else '+'}:{acc}"
         return {st.name: acc}, kept + (clause,), before, [f"{lhs} {'*=' if op == '*=' else '+='} {acc};"]
 
-    def _non_rectangular(self, n: isl.AstNode) -> bool:
-        """Some statement inside loop ``n`` has a domain that is not a box (``{ S[i,j] : j <= i }``).
+    def _cyclic(self, n: isl.AstNode, it: str) -> bool:
+        """Deal the iterations of parallel loop ``n`` out cyclically (``schedule(static, 1)``)?
 
-        Its iterations then differ in work (syrk's triangle: the last rows do
-        most), so a parallel loop over them is dealt out cyclically
-        (``schedule(static, 1)``); contiguous blocks would give one thread most
-        of the work.
+        Yes when it is a loop over tiles (an inner loop starts at ``32 * it``)
+        and some statement inside has a domain that is not a box
+        (``{ S[i,j] : j <= i }``): its tiles then differ in work (syrk's
+        triangle: the last rows do most), and contiguous blocks would give one
+        thread most of it.  A loop over single rows or columns stays in
+        blocks: neighbouring iterations write neighbouring elements, and
+        dealing them out one by one would share cache lines between threads.
         """
         names: set = set()
+        tiles = re.compile(rf"\b\d+ \* {re.escape(it)}\b")
+        over_tiles = []
 
         def visit(node: isl.AstNode) -> bool:
             if node.get_type() == isl.ast_node_type.user:
                 names.add(node.user_get_expr().op_get_arg(0).id_get_id().get_name())
+            elif node.get_type() == isl.ast_node_type.for_:
+                if tiles.search(_c(node.for_get_init())) or tiles.search(_c(node.for_get_cond())):
+                    over_tiles.append(node)
             return True
         n.foreach_descendant_top_down(visit)
-        return any(not _is_box(self.stmts[x].domain) for x in names if x in self.stmts)
+        return bool(over_tiles) and any(not _is_box(self.stmts[x].domain) for x in names if x in self.stmts)
 
     def _for(self, n: isl.AstNode, marks: Tuple[str, ...]) -> List:
         it = _c(n.for_get_iterator())
@@ -448,7 +456,7 @@ class AstPrinter:
         accumulate, before, after = {}, [], []
         if marks and not n.for_is_degenerate():
             accumulate, marks, before, after = self._accumulator(n, it, marks)
-        cyclic = any(m.split(" ")[0] == "parallel" for m in marks) and self._non_rectangular(n)
+        cyclic = any(m.split(" ")[0] == "parallel" for m in marks) and self._cyclic(n, it)
         pragmas = self._pragmas(marks, cyclic) if marks and not n.for_is_degenerate() else []
         if before and not any(p.startswith("omp simd") for p in pragmas):
             accumulate, before, after = {}, [], []  # the loop is not canonical: no pragma, no accumulator

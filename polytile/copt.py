@@ -838,10 +838,11 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
     The versions of the region compete: as written, with its index sets
     split (:func:`split_index_sets`), and -- when ``scop`` has reductions
     (``extract(..., reassociate=True)``) -- both again with the reductions
-    reassociated.  The first candidate of each is scored by
-    :func:`stride_penalty`; the lowest wins, ties going to the earlier
-    version, so a reduction is reordered only where that makes its loops
-    vectorisable, and a split only where it helps.
+    reassociated, if that gives some loop a SIMD reduction.  The first
+    candidate of each is scored by :func:`stride_penalty`; the lowest wins,
+    ties going to the earlier version, so a reduction is reordered only
+    where that makes its loops vectorisable, and a split only where it
+    helps.
     """
     strict = in_order(scop)
     bases = [(strict, "")] if strict is not None else []
@@ -859,6 +860,11 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
                                 l2_bytes=l2_bytes, notes=local)
             first = next(cands)
             what = label + ("split" if version is not base else "as written")
+            if label and not any(m[2] == SIMD and m[3] for m in first[0].marks):
+                # Reassociation pays only through SIMD reductions; without one it merely frees
+                # isl's scheduler to pick another (often skewed) order.
+                notes.append(f"{what}: no SIMD reduction, not used")
+                continue
             options.append((stride_penalty(first[0]), len(options), what, version,
                             itertools.chain([first], cands), vnotes + local))
     options.sort(key=lambda o: o[:2])

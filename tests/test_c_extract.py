@@ -159,6 +159,9 @@ SPECS: Dict[str, dict] = {
     "floyd-warshall.c": dict(sizes={"n": 8}),
     "covariance.c": dict(sizes={"m": 5, "n": 8}, scalars={"float_n": 8.0}),
     "features.c": dict(sizes={"n": 11}),
+    "atax.c": dict(sizes={"m": 7, "n": 6}),
+    "gesummv.c": dict(sizes={"n": 7}, scalars={"alpha": 1.5, "beta": 1.2}),
+    "gramschmidt.c": dict(sizes={"m": 7, "n": 6}),
 }
 
 
@@ -360,6 +363,30 @@ def test_trisolv_decreasing_loop_and_scalar_temporary():
     assert cs.declarations == ("double s;",) and cs.scalars == ("s",)
     assert s.array("s").shape == () and s.array("x").shape == (8,)
     assert s.statement("S0").c_text == "s = b[i];"
+
+
+def test_gramschmidt_triangular_loop_and_scalar():
+    s = only(KERNELS / "gramschmidt.c", params={"m": 7, "n": 6}).scop
+    check_statement(s, "S0", "{ S0[k] : 0 <= k < 6 }", "{ S0[k] -> nrm[] }", "{ }")
+    check_statement(s, "S1", "{ S1[k, i] : 0 <= k < 6 and 0 <= i < 7 }", "{ S1[k, i] -> nrm[] }",
+                    "{ S1[k, i] -> nrm[]; S1[k, i] -> A[i, k] }")
+    check_statement(s, "S2", "{ S2[k] : 0 <= k < 6 }", "{ S2[k] -> R[k, k] }", "{ S2[k] -> nrm[] }")
+    check_statement(s, "S4", "{ S4[k, j] : 0 <= k < 6 and k < j < 6 }", "{ S4[k, j] -> R[k, j] }", "{ }")
+    check_statement(s, "S5", "{ S5[k, j, i] : 0 <= k < 6 and k < j < 6 and 0 <= i < 7 }", "{ S5[k, j, i] -> R[k, j] }",
+                    "{ S5[k, j, i] -> R[k, j]; S5[k, j, i] -> Q[i, k]; S5[k, j, i] -> A[i, j] }")
+    check_statement(s, "S6", "{ S6[k, j, i] : 0 <= k < 6 and k < j < 6 and 0 <= i < 7 }", "{ S6[k, j, i] -> A[i, j] }",
+                    "{ S6[k, j, i] -> A[i, j]; S6[k, j, i] -> Q[i, k]; S6[k, j, i] -> R[k, j] }")
+
+
+def test_atax_two_nests_in_one_row_loop():
+    s = only(KERNELS / "atax.c", params={"m": 7, "n": 6}).scop
+    check_statement(s, "S0", "{ S0[i] : 0 <= i < 6 }", "{ S0[i] -> y[i] }", "{ }")
+    check_statement(s, "S2", "{ S2[i, j] : 0 <= i < 7 and 0 <= j < 6 }", "{ S2[i, j] -> tmp[i] }",
+                    "{ S2[i, j] -> tmp[i]; S2[i, j] -> A[i, j]; S2[i, j] -> x[j] }")
+    check_statement(s, "S3", "{ S3[i, j] : 0 <= i < 7 and 0 <= j < 6 }", "{ S3[i, j] -> y[j] }",
+                    "{ S3[i, j] -> y[j]; S3[i, j] -> A[i, j]; S3[i, j] -> tmp[i] }")
+    check_schedule(s, "{ S0[i] -> [0, i, 0, 0, 0]; S1[i] -> [1, i, 0, 0, 0]; S2[i, j] -> [1, i, 1, j, 0]; "
+                      "S3[i, j] -> [1, i, 2, j, 0] }")
 
 
 def test_jacobi_1d_time_loop():

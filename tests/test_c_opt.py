@@ -54,6 +54,9 @@ OPT_SIZES: Dict[str, Optional[Dict[str, int]]] = {
     "floyd-warshall.c": {"n": 45},
     "covariance.c": {"m": 33, "n": 40},
     "features.c": {"n": 45},
+    "atax.c": {"m": 45, "n": 38},
+    "gesummv.c": {"n": 45},
+    "gramschmidt.c": {"m": 45, "n": 38},
 }
 #: scalar arguments that follow the sizes (covariance's float_n is n as a double)
 OPT_SCALARS = {"covariance.c": {"float_n": 40.0}}

@@ -22,7 +22,7 @@ import pytest
 from polytile import deps as deps_mod
 from polytile.cli import main as cli_main
 from polytile.codegen.c import _is_box
-from polytile.copt import optimize_c
+from polytile.copt import optimize_c, optimize_regions
 from polytile.crun import close_difference
 from polytile.errors import IllegalSchedule
 from polytile.frontends.c import extract
@@ -187,3 +187,18 @@ def test_saved_reassociated_schedule_replays_only_with_reassociate(tmp_path, cap
     capsys.readouterr()
     assert cli_main(["opt", str(TRISOLV), "--schedule", str(sched), "-o", str(out)]) != 0
     assert "the schedule reorders reductions" in capsys.readouterr().err
+
+
+def test_reassociation_is_used_only_for_simd_reductions():
+    # atax's dot product tmp[i] += A[i][j] * x[j] could be reordered, but isl's scheduler, freed of its
+    # order, only fuses the nests differently: no loop becomes a SIMD reduction, so the order is kept.
+    out, [res] = optimize_regions(KERNELS / "atax.c", reassociate=True)
+    assert any("no SIMD reduction, not used" in n for n in res.notes)
+    assert out == optimize_regions(KERNELS / "atax.c")[0]
+
+
+def test_point_loops_are_not_dealt_out_cyclically():
+    # gramschmidt's parallel j loop (j > k: a triangle) runs over columns of A: neighbouring
+    # iterations write neighbouring elements, so it keeps contiguous blocks.
+    text = optimize_c(KERNELS / "gramschmidt.c")
+    assert "#pragma omp parallel for" in text and "schedule(static, 1)" not in text

@@ -1,0 +1,23 @@
+/* gramschmidt: QR by modified Gram-Schmidt (sqrt, division, a triangular j loop). */
+#include <math.h>
+void kernel_gramschmidt(int m, int n, double A[restrict m][n], double R[restrict n][n], double Q[restrict m][n])
+{
+  double nrm;
+#pragma scop
+  for (int k = 0; k < n; k++) {
+    nrm = 0.0;
+    for (int i = 0; i < m; i++)
+      nrm += A[i][k] * A[i][k];
+    R[k][k] = sqrt(nrm);
+    for (int i = 0; i < m; i++)
+      Q[i][k] = A[i][k] / R[k][k];
+    for (int j = k + 1; j < n; j++) {
+      R[k][j] = 0.0;
+      for (int i = 0; i < m; i++)
+        R[k][j] += Q[i][k] * A[i][j];
+      for (int i = 0; i < m; i++)
+        A[i][j] = A[i][j] - Q[i][k] * R[k][j];
+    }
+  }
+#pragma endscop
+}
