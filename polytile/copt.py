@@ -746,6 +746,20 @@ def stride_penalty(s: Schedule) -> int:
     return bad
 
 
+def simd_penalty(s: Schedule) -> int:
+    """How many of the statements with the most iterators (the bulk of the work: cholesky's
+    ``A[i][j] -= A[i][k] * A[j][k]``, not the ``sqrt`` a tiled band also encloses) have an
+    innermost loop without a ``simd`` mark."""
+    depth = {name: len(s.scop.statement(name).iters) for name, _ in s.stmts}
+    deepest = max(depth.values(), default=0)
+    bad = 0
+    for name, ss in s.stmts:
+        if deepest and depth[name] == deepest and ss.loops():
+            loop = ss.loops()[-1][1]
+            bad += not any(m[0] == name and m[1] == loop and m[2] == SIMD for m in s.marks)
+    return bad
+
+
 def vectorisable(s: Schedule, stmt: str, dim: int) -> bool:
     """Loop ``dim`` moves ``stmt``'s accesses with unit stride and does not feed ``stmt`` into itself
     (a recurrence or an in-order reduction such as ``A[i][j] -= A[i][k] * A[j][k]`` along ``k``)."""
@@ -838,10 +852,11 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
     The versions of the region compete: as written, with its index sets
     split (:func:`split_index_sets`), and -- when ``scop`` has reductions
     (``extract(..., reassociate=True)``) -- both again with the reductions
-    reassociated, if that gives some loop a SIMD reduction.  The first
-    candidate of each is scored by :func:`stride_penalty`; the lowest wins,
-    ties going to the earlier version, so a reduction is reordered only
-    where that makes its loops vectorisable, and a split only where it
+    reassociated.  The first candidate of each is scored by
+    :func:`stride_penalty` (a reassociated one by the loops that actually got
+    a ``simd`` mark, :func:`simd_penalty`, if that is worse); the lowest
+    wins, ties going to the earlier version, so a reduction is reordered
+    only where that makes its loops vectorisable, and a split only where it
     helps.
     """
     strict = in_order(scop)
@@ -860,13 +875,13 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
                                 l2_bytes=l2_bytes, notes=local)
             first = next(cands)
             what = label + ("split" if version is not base else "as written")
-            if label and not any(m[2] == SIMD and m[3] for m in first[0].marks):
-                # Reassociation pays only through SIMD reductions; without one it merely frees
-                # isl's scheduler to pick another (often skewed) order.
-                notes.append(f"{what}: no SIMD reduction, not used")
-                continue
-            options.append((stride_penalty(first[0]), len(options), what, version,
-                            itertools.chain([first], cands), vnotes + local))
+            score = stride_penalty(first[0])
+            if label:
+                # Reassociation pays only through loops it lets the compiler vectorise; freed of
+                # the order, isl's scheduler may also just pick another (skewed) fusion, so the
+                # reassociated version is scored by the simd loops it actually got.
+                score = max(score, simd_penalty(first[0]))
+            options.append((score, len(options), what, version, itertools.chain([first], cands), vnotes + local))
     options.sort(key=lambda o: o[:2])
     if len(options) > 1:
         notes.append("versions (strided hot loops): " + ", ".join(f"{o[2]} {o[0]}" for o in options)
