@@ -746,6 +746,14 @@ def stride_penalty(s: Schedule) -> int:
     return bad
 
 
+def serial_penalty(s: Schedule) -> int:
+    """How many of the deepest statements (most loops) have no parallel loop at all."""
+    depth = {name: len(ss.loops()) for name, ss in s.stmts}
+    deepest = max(depth.values(), default=0)
+    return sum(1 for name, ss in s.stmts if deepest and depth[name] == deepest
+               and not any(m[0] == name and m[2] == PARALLEL for m in s.marks))
+
+
 def simd_penalty(s: Schedule) -> int:
     """How many of the statements with the most iterators (the bulk of the work: cholesky's
     ``A[i][j] -= A[i][k] * A[j][k]``, not the ``sqrt`` a tiled band also encloses) have an
@@ -811,7 +819,8 @@ def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes
     With ``smart`` fusion, isl's fused schedule competes with isl's unfused
     one and with the original loop order: the first of them (in that order)
     whose optimised form leaves the fewest deepest statements with a strided
-    innermost loop (:func:`stride_penalty`) is tried first.  isl's fusion can
+    innermost loop (:func:`stride_penalty`), then the fewest without any
+    parallel loop (:func:`serial_penalty`), is tried first.  isl's fusion can
     skew a reduction so that it walks a column (covariance's column means),
     where the unfused or original order keeps rows innermost.
     """
@@ -827,11 +836,12 @@ def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes
     for label, base in bases:
         gen = _variants(base, tile=tile, parallel=parallel, l2_bytes=l2_bytes)
         first = next(gen)
-        firsts.append((stride_penalty(first[0]), len(firsts), label, first, gen))
+        firsts.append(((stride_penalty(first[0]), serial_penalty(first[0])), len(firsts), label, first, gen))
     firsts.sort(key=lambda x: (x[0], x[1]))
     if firsts[0][2] != fusion:
-        notes.append(f"{firsts[0][2]} chosen over isl's {fusion} fusion: {firsts[0][0]} strided innermost "
-                     f"loop(s) of the deepest statements instead of {next(f[0] for f in firsts if f[2] == fusion)}")
+        (won_s, won_p), (mine_s, mine_p) = firsts[0][0], next(f[0] for f in firsts if f[2] == fusion)
+        notes.append(f"{firsts[0][2]} chosen over isl's {fusion} fusion: of the deepest statements {won_s} with a "
+                     f"strided innermost loop and {won_p} without a parallel loop, instead of {mine_s} and {mine_p}")
     for _, _, _, first, gen in firsts:
         yield first
         yield from gen
