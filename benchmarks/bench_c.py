@@ -72,6 +72,10 @@ BENCH: Dict[str, Dict[str, Any]] = {
     "heat-3d": dict(macros={"N": 120, "TSTEPS": 20}, globals={"A": "heat_3d_A", "B": "heat_3d_B"}),
     "floyd-warshall": dict(sizes={"n": 800}),
     "covariance": dict(sizes={"m": 800, "n": 1000}, scalars={"float_n": 1000.0}),
+    # Beyond the list (kernels written after it, to try the optimiser on new code):
+    "atax": dict(sizes={"m": 2000, "n": 2000}),
+    "gesummv": dict(sizes={"n": 2000}, scalars={"alpha": 1.5, "beta": 1.2}),
+    "gramschmidt": dict(sizes={"m": 500, "n": 500}),
 }
 
 CC = shutil.which("gcc") or "gcc"

@@ -262,6 +262,10 @@ def tile_bands(s: Schedule, l2_bytes: int, notes: List[str], cap: Optional[int] 
     tiled = []
     for group, rep, loops in plans:
         depth = len(loops)
+        if depth >= 2 and not _tiling_pays(s, group, rep, loops):
+            notes.append(f"{rep} loops {', '.join(loops)} left untiled: no array is re-read across them in two "
+                         "or more dimensions, and their innermost loop is unit-stride already")
+            continue
         if depth >= 3 and _dot_product_loop(s, group, loops[-1]):
             depth -= 1
             notes.append(f"{loops[-1]} of {rep} left untiled: a reassociated reduction runs along it as one "
@@ -284,6 +288,59 @@ def tile_bands(s: Schedule, l2_bytes: int, notes: List[str], cap: Optional[int] 
             tiled.append((group, rep, tile_loops))
             done = True
     return s, tiled
+
+
+def _tiling_pays(s: Schedule, group: Sequence[str], rep: str, loops: Sequence[str]) -> bool:
+    """Can tiling the band ``loops`` save memory traffic (or fix a strided innermost loop)?
+
+    Tiles pay when a statement re-reads an array along one band loop with a
+    footprint spanning two or more of the others (gemm's ``B[k][j]`` for
+    every ``i``; a stencil's grid for every time step), or when some
+    statement's innermost band loop is not :func:`vectorisable`: a strided
+    one the reordering inside tiles repairs (mvt's ``A[j][i]``), or an
+    in-order reduction whose chains, cut into tile-long pieces, the CPU
+    overlaps across rows (gesummv's ``tmp[i] = A[i][j] * x[j] + tmp[i]``).
+    An element-wise band (``data[i][j] -= mean[j]``) gains nothing from
+    tiles but loop overhead.
+
+    >>> # gemm (i, j, k): B[k, j] is invariant along i and spans j, k   -> True
+    >>> # covariance's data[i][j] -= mean[j]: mean spans j only, simd j -> False
+    """
+    dims = [s.loop_dim(rep, l) for l in loops]
+    for g in group:
+        ss = s.table[g]
+        mine = [d for d in dims if ss.names[d]]
+        if not mine:
+            continue
+        if any(_time_like(s, g, d) for d in mine):
+            return True
+        if not vectorisable(s, g, mine[-1]):
+            return True
+        st = s.scop.statement(g)
+        theta = ss.map.intersect_domain(st.domain)
+        maps: List[isl.Map] = [st.write_map()]
+        st.reads().foreach_map(maps.append)
+        for m in maps:
+            if m.dim(isl.dim_type.out) < 2:
+                continue
+            cell = theta.reverse().apply_range(m)  # { [t] -> A[...] }
+            moving = [d for d in mine if _moves(cell, d)]
+            if len(moving) >= 2 and len(moving) < len(mine):
+                return True
+    return False
+
+
+def _moves(cell: isl.Map, dim: int) -> bool:
+    """Does the cell ``{ [t] -> A[...] }`` change when time dimension ``dim`` steps (the others fixed)?"""
+    n = cell.dim(isl.dim_type.in_)
+    step = isl.Map.universe(isl.Space.alloc(cell.get_ctx(), 0, n, n))
+    for k in range(n):
+        c = isl.Constraint.alloc_equality(step.get_space())
+        c = c.set_coefficient_val(isl.dim_type.in_, k, 1).set_coefficient_val(isl.dim_type.out, k, -1)
+        step = step.add_constraint(c.set_constant_val(1) if k == dim else c)
+    dom = cell.domain()
+    step = step.align_params(cell.get_space()).intersect_domain(dom).intersect_range(dom)
+    return not step.is_subset(cell.apply_range(cell.reverse()))
 
 
 def _dot_product_loop(s: Schedule, group: Sequence[str], loop: str) -> bool:

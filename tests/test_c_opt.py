@@ -379,3 +379,14 @@ def test_index_set_splitting_vectorises_floyd_warshall(optimised):
     for kernel in ("gemm.c", "covariance.c", "trisolv.c", "lu.c"):
         _, [r] = optimised(kernel)
         assert not any(n.startswith("index sets") for n in r.notes), (kernel, r.notes)
+
+
+def test_elementwise_bands_are_not_tiled(optimised):
+    # covariance's centring data[i][j] -= mean[j] re-reads only the vector mean: no tiles; its
+    # O(n^3) product keeps them (data[k][j] is re-read for every i).
+    _, [res] = optimised("covariance.c")
+    untiled = [n for n in res.notes if "left untiled: no array is re-read" in n]
+    assert untiled and any(n.startswith("tiled S10 loops") for n in res.notes), res.notes
+    # gesummv's in-order dot products keep their tiles: the CPU overlaps the tile-long chains of rows.
+    _, [res] = optimised("gesummv.c")
+    assert any(n.startswith("tiled S2 loops i, j") for n in res.notes), res.notes
