@@ -458,10 +458,10 @@ class AstPrinter:
             accumulate, marks, before, after = self._accumulator(n, it, marks)
         cyclic = any(m.split(" ")[0] == "parallel" for m in marks) and self._cyclic(n, it)
         pragmas = self._pragmas(marks, cyclic) if marks and not n.for_is_degenerate() else []
-        if before and not any(p.startswith("omp simd") for p in pragmas):
-            accumulate, before, after = {}, [], []  # the loop is not canonical: no pragma, no accumulator
         if pragmas and not _canonical(cond, it):
             pragmas = [p for p in pragmas if p.startswith("GCC")]
+        if before and not any(p.startswith("omp simd") for p in pragmas):
+            accumulate, before, after = {}, [], []  # no simd loop after all: the statement updates its cell
         par = any(p.startswith("omp parallel") for p in pragmas)
         self.scope.append(it)
         self.parallel_depth += par

@@ -264,7 +264,7 @@ def tile_bands(s: Schedule, l2_bytes: int, notes: List[str], cap: Optional[int] 
         depth = len(loops)
         if depth >= 2 and not _tiling_pays(s, group, rep, loops):
             notes.append(f"{rep} loops {', '.join(loops)} left untiled: no array is re-read across them in two "
-                         "or more dimensions, and their innermost loop is unit-stride already")
+                         "or more dimensions, and their innermost loop vectorises as it is")
             continue
         if depth >= 3 and _dot_product_loop(s, group, loops[-1]):
             depth -= 1
