@@ -784,6 +784,14 @@ def split_index_sets(scop, notes: List[str]):
     return Scop.build(scop.name, stmts, scop.arrays, context=scop.context, schedule=sched)
 
 
+def _deepest(s: Schedule, iterators: bool = False) -> List[Tuple[str, Any]]:
+    """``(name, StmtSchedule)`` of the statements with the most loops (or, with ``iterators``, the most
+    iterators); none when no statement has any."""
+    depth = {name: len(s.scop.statement(name).iters) if iterators else len(ss.loops()) for name, ss in s.stmts}
+    most = max(depth.values(), default=0)
+    return [(name, ss) for name, ss in s.stmts if most and depth[name] == most]
+
+
 def stride_penalty(s: Schedule) -> int:
     """How many of the deepest statements have an innermost loop that cannot be vectorised.
 
@@ -792,37 +800,20 @@ def stride_penalty(s: Schedule) -> int:
     with a stride, and one that carries a statement's value into its next
     iteration is a sequential chain (:func:`vectorisable`).
     """
-    depth = {name: len(ss.loops()) for name, ss in s.stmts}
-    deepest = max(depth.values(), default=0)
-    if not deepest:
-        return 0
-    bad = 0
-    for name, ss in s.stmts:
-        if depth[name] == deepest and not vectorisable(s, name, ss.loops()[-1][0]):
-            bad += 1
-    return bad
+    return sum(1 for name, ss in _deepest(s) if not vectorisable(s, name, ss.loops()[-1][0]))
 
 
 def serial_penalty(s: Schedule) -> int:
     """How many of the deepest statements (most loops) have no parallel loop at all."""
-    depth = {name: len(ss.loops()) for name, ss in s.stmts}
-    deepest = max(depth.values(), default=0)
-    return sum(1 for name, ss in s.stmts if deepest and depth[name] == deepest
-               and not any(m[0] == name and m[2] == PARALLEL for m in s.marks))
+    return sum(1 for name, _ in _deepest(s) if not any(m[0] == name and m[2] == PARALLEL for m in s.marks))
 
 
 def simd_penalty(s: Schedule) -> int:
     """How many of the statements with the most iterators (the bulk of the work: cholesky's
     ``A[i][j] -= A[i][k] * A[j][k]``, not the ``sqrt`` a tiled band also encloses) have an
     innermost loop without a ``simd`` mark."""
-    depth = {name: len(s.scop.statement(name).iters) for name, _ in s.stmts}
-    deepest = max(depth.values(), default=0)
-    bad = 0
-    for name, ss in s.stmts:
-        if deepest and depth[name] == deepest and ss.loops():
-            loop = ss.loops()[-1][1]
-            bad += not any(m[0] == name and m[1] == loop and m[2] == SIMD for m in s.marks)
-    return bad
+    return sum(1 for name, ss in _deepest(s, iterators=True) if ss.loops()
+               and not any(m[0] == name and m[1] == ss.loops()[-1][1] and m[2] == SIMD for m in s.marks))
 
 
 def vectorisable(s: Schedule, stmt: str, dim: int) -> bool:
