@@ -31,7 +31,7 @@ import statistics
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -651,22 +651,29 @@ def _dependence_lines(dep, order: Sequence[str], *, indent: str, meanings: bool)
     return out
 
 
+def _per_region(path, items: Sequence, show: Callable[[Any], None]) -> bool:
+    """``show`` each region's item, a blank line between them; False (and a note) when there is none."""
+    if not items:
+        print(f"// {path}: no #pragma scop region")
+        return False
+    for k, item in enumerate(items):
+        if k:
+            print()
+        show(item)
+    return True
+
+
 def _show_c(args) -> int:
     """`polytile show FILE.c`: each region's parameters, arrays, domains, accesses and dependences."""
     from .frontends.c import show
 
-    regions = _c_regions(args)
-    if not regions:
-        print(f"// {args.file}: no #pragma scop region")
-        return 0
-    for k, cs in enumerate(regions):
-        if k:
-            print()
+    def region(cs) -> None:
         print(show(cs))
-        if cs.skipped or cs.scop is None:
-            continue
-        print("  dependences:")
-        print("\n".join(_c_dependence_lines(cs, indent="    ", meanings=False)))
+        if not (cs.skipped or cs.scop is None):
+            print("  dependences:")
+            print("\n".join(_c_dependence_lines(cs, indent="    ", meanings=False)))
+
+    _per_region(args.file, _c_regions(args), region)
     return 0
 
 
@@ -765,23 +772,20 @@ def cmd_deps(args) -> int:
 def _deps_c(args) -> int:
     """`polytile deps FILE.c`: per region, its statements with their C text and each dependence relation."""
     _reject_tile_options(args, "deps", ("shape", "dtype", "dtypes"))
-    regions = _c_regions(args)
-    if not regions:
-        print(f"// {args.file}: no #pragma scop region")
-        return 0
-    for k, cs in enumerate(regions):
-        if k:
-            print()
+
+    def region(cs) -> None:
         print(_c_region_header(args, cs))
         if cs.skipped or cs.scop is None:
             print("skipped: " + cs.reason.replace("\n", "\n  "))
-            continue
+            return
         print()
         print("statements:")
         for st in cs.scop.statements:
             where = f" (line {st.loc.line})" if st.loc is not None else ""
             print(f"  {st.name}{where}: {st.c_text}")
         print("\n".join(_c_dependence_lines(cs, indent="", meanings=True)))
+
+    _per_region(args.file, _c_regions(args), region)
     return 0
 
 
@@ -834,19 +838,15 @@ def _schedule_c(args) -> int:
         fusion=args.fusion or "smart", hardware=args.hardware or "host", params=_c_params(args) or None,
         schedule=args.apply, skip_nonaffine=True, assume_no_alias=args.assume_no_alias,
         reassociate=args.reassociate)
-    if not results:
-        print(f"// {args.file}: no #pragma scop region")
-        return 0
     saved = [r for r in results if r.schedule is not None]
     names = _c_schedule_names(Path(args.output), len(saved)) if args.output else []
-    k_saved = 0
-    for k, r in enumerate(results):
-        if k:
-            print()
+    files = iter(names)
+
+    def region(r) -> None:
         print(_c_region_header(args, r.cscop))
         if r.schedule is None:
             print("left as it is: " + ("; ".join(r.notes) or "not modelled").replace("\n", "\n  "))
-            continue
+            return
         print()
         print("== schedule (loop tree)")
         if r.cscop.params:
@@ -863,8 +863,7 @@ def _schedule_c(args) -> int:
             print("\n".join(f"  {n}" for n in r.notes))
         split = {st.name for st in r.schedule.scop.statements} != {st.name for st in r.cscop.scop.statements}
         if names:
-            out_path = names[k_saved]
-            k_saved += 1
+            out_path = next(files)
             try:
                 r.schedule.save(out_path)
             except OSError as exc:
@@ -877,6 +876,9 @@ def _schedule_c(args) -> int:
                 print(f"  note: its statements ({', '.join(st.name for st in r.schedule.scop.statements)}) are "
                       f"index-set splits of the region's; `opt --schedule` replays steps on the unsplit region, "
                       f"so this file documents the schedule but cannot be replayed")
+
+    if not _per_region(args.file, results, region):
+        return 0
     if len(names) > 1:
         print()
         print(f"{len(names)} regions: one schedule file per region, numbered in file order "
