@@ -588,11 +588,10 @@ class _Stmt:
     write: _Access
     reads: List[_Access]
     c_text: str
-    # ``lhs op= e`` / ``lhs = lhs op e`` with op + or - ('+') or * ('*'): the update
-    # reassociation may reorder; ``operand`` are the reads of ``e`` alone.
-    reduce: Optional[str] = None
+    # ``lhs op= e`` / ``lhs = lhs op e`` (op +, - or *), the update reassociation may reorder:
+    # (lhs, "+=" | "-=" | "*=", e) as C text (isl iterator names); ``operand`` are the reads of e alone.
+    update: Optional[Tuple[str, str, str]] = None
     operand: Tuple[_Access, ...] = ()
-    update: Optional[Tuple[str, str, str]] = None  # (lhs, "+=" | "-=" | "*=", e) as C text (isl iterator names)
 
 
 @dataclass
@@ -955,7 +954,7 @@ class _Extractor:
         else:
             write = self.lvalue(node.expr, ctx)
             reads.append(write)
-        reduce, operand = _reduction_form(node)
+        operand = _reduction_form(node)[1]
         operand_reads: List[_Access] = []
         if operand is not None:
             self.reads(operand, ctx, operand_reads)
@@ -973,7 +972,7 @@ class _Extractor:
         name = f"S{len(self.stmts)}"
         time = ctx.prefix + (str(seq.next()),)
         self.stmts.append(_Stmt(name, origin, tuple(v for _, v in ctx.loops), ctx.conds, time, write, reads,
-                                _c(text_node) + ";", reduce, tuple(operand_reads), _update_text(text_node)))
+                                _c(text_node) + ";", _update_text(text_node), tuple(operand_reads)))
 
     def lvalue(self, node: c_ast.Node, ctx: _Ctx) -> _Access:
         if isinstance(node, c_ast.ID):
@@ -1203,8 +1202,9 @@ class _Extractor:
         between instances that update one cell carry nothing but the running
         value, and a schedule may reorder them (``reassociate=True``).
         """
-        if s.reduce is None:
+        if s.update is None:
             return None
+        op = "*" if s.update[1] == "*=" else "+"  # a difference is a sum of negated terms
         for r in s.operand:
             if r.array != s.write.array:
                 continue
@@ -1213,9 +1213,9 @@ class _Extractor:
                 self.notes.append(f"{s.name} (line {self.src.location(s.node.coord).line}) is not reassociated: "
                                   f"its operand reads the cell it updates ({hit.domain().coalesce()})")
                 return None
-        self.notes.append(f"{s.name} (line {self.src.location(s.node.coord).line}) is a {s.reduce}-reduction "
+        self.notes.append(f"{s.name} (line {self.src.location(s.node.coord).line}) is a {op}-reduction "
                           f"on {s.write.array}: its updates may be reordered (reassociate)")
-        return s.reduce
+        return op
 
     def isl(self, cls, text: str):
         try:
