@@ -328,10 +328,8 @@ class AstPrinter:
 
     def _reductions(self, mark: str) -> str:
         """The ``reduction(...)`` clauses of a ``parallel op:A,...`` or ``simd op:s`` mark."""
-        parts = mark.split(" ", 1)
         clause = ""
-        for item in (parts[1].split(",") if len(parts) > 1 and parts[1] else ()):
-            op, arr = item.split(":")
+        for op, arr in _mark_items(mark):
             if arr in self.body.locals:  # contracted to a scalar: reduce the scalar
                 clause += f" reduction({op}:{self.body.locals[arr]})"
                 continue
@@ -391,7 +389,7 @@ class AstPrinter:
         simd = [m for m in marks if m.split(" ")[0] == "simd" and " " in m]
         if not simd or not self.c_source or any(m.split(" ")[0] == "parallel" for m in marks):
             return {}, marks, [], []
-        items = [item.split(":") for item in simd[0].split(" ", 1)[1].split(",")]
+        items = _mark_items(simd[0])
         arrays = [a for _, a in items if a not in self.body.locals and self.arrays[a].shape]
         if not arrays:
             return {}, marks, [], []
@@ -520,6 +518,12 @@ class AstPrinter:
         if binds:
             return cgen.Line("{ " + " ".join(binds) + " " + stmt + " }")
         return cgen.Line(stmt)
+
+
+def _mark_items(mark: str) -> List[Tuple[str, str]]:
+    """``[(op, array), ...]`` of a ``parallel +:C,max:M`` or ``simd +:s`` mark (none for a bare one)."""
+    parts = mark.split(" ", 1)
+    return [tuple(item.split(":")) for item in parts[1].split(",")] if len(parts) > 1 and parts[1] else []
 
 
 def _is_box(dom: isl.Set) -> bool:
