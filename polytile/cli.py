@@ -8,6 +8,7 @@
     polytile run examples/matmul.tile --schedule s.json --check       # ... and use it
     polytile compare examples/matmul.tile --tile 32,64 --fusion smart # legality, correctness, speed side by side
     polytile compare tests/c_kernels/gemm.c --dims ni=512,nj=512,nk=512   # C: the file vs polytile opt, bitwise
+    polytile cache verify                                             # re-hash cached kernels, drop bad ones
 
 Every subcommand goes through :mod:`polytile.pipeline` (``load_program``,
 ``shapes_from_dims``, ``parse_dims``, ``schedule``, ``compile`` ->
@@ -18,8 +19,11 @@ calls and their results into text.  The pipeline is imported lazily so that
 ``polytile --help`` does not pay for islpy.
 
 Exit codes: 0 success, 1 a user error (any :class:`~polytile.errors.PolytileError`,
-a failed ``--check``), 2 bad command-line arguments.  Anything else is a bug
-in polytile and keeps its traceback.
+a failed ``--check``, a missing input file), 2 bad command-line arguments, 3 the
+environment (:class:`~polytile.errors.PolytileEnvironmentError`: no compiler, no
+GPU, an untrusted or unwritable kernel cache, a bad ``POLYTILE_*`` setting), 70
+an internal error (a bug: one line, the traceback only with ``-v`` or
+``POLYTILE_DEBUG``), 130 interrupted (Ctrl-C, at any moment, no traceback).
 """
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ from . import compare as compare_mod
 from .cliargs import arg_type, nonnegative_int, positive_int
 from .compare import COUNT_SCAN_LIMIT, RTOL, Check, check_output, format_table
 from .config import get_config, override
-from .errors import PolytileError, SourceLocation
+from .errors import PolytileEnvironmentError, PolytileError, SourceLocation
 
 PROG = "polytile"
 DTYPES = ("float32", "float64", "int32", "int64")
@@ -369,6 +373,10 @@ def _specialize(target: Target, args, *, build: bool, saved: Optional["ScheduleF
     elif fusion is not None:
         options["fusion"] = fusion
     options.update(_hardware_option(args))
+    if "hardware" not in options and target.shapes and any(0 in tuple(s) for s in target.shapes):
+        # Zero-size inputs (e.g. K=0, an empty reduction whose result is 0): there is nothing to tile, and
+        # autotile cannot measure an empty loop; compile the untiled default schedule.
+        options["hardware"] = None
     kernel = pipeline.compile(target.program, target=getattr(args, "target", "openmp"), **options)
     return kernel.specialize_shapes(target.shapes, target.dtypes, build=build)
 
@@ -491,8 +499,76 @@ def cmd_compile(args) -> int:
 
 
 def make_inputs(target: Target, kind: str, seed: int) -> List[np.ndarray]:
-    """Random inputs for the target's signature (see :func:`polytile.compare.random_inputs`)."""
-    return compare_mod.random_inputs(target.shapes, target.dtypes, kind, seed, positive=target.hints.positive)
+    """Random inputs for the target's signature: small integers (exact in every dtype) or normals, as
+    :func:`polytile.compare.random_inputs` describes them, but drawn directly in each input's dtype so the
+    peak memory is the inputs themselves (plus one byte per element), never an int64/float64 copy."""
+    if kind not in ("int", "normal"):
+        raise PolytileError(f"unknown input kind {kind!r}; use 'int' or 'normal'")
+    rng = np.random.default_rng(seed)
+    positive = target.hints.positive
+    arrays = []
+    for shape, dtype in zip(target.shapes, target.dtypes):
+        dt = np.dtype(dtype)
+        shape = tuple(shape)
+        if kind == "int":
+            lo, hi = (1, 4) if positive else (-4, 4)
+            a = rng.integers(lo, hi + 1, size=shape, dtype=np.int8).astype(dt, copy=False)
+        else:
+            fdt = dt if dt in (np.float32, np.float64) else np.dtype(np.float32)
+            if positive:
+                a = rng.random(size=shape, dtype=fdt)
+                a *= 3
+                a += 1
+            else:
+                a = rng.standard_normal(size=shape, dtype=fdt)
+            if dt.kind in "iu":
+                a = np.rint(a, out=a)  # a cast would truncate most normals to 0
+            a = a.astype(dt, copy=False)
+        # np.array, not np.ascontiguousarray: the latter turns a 0-d (scalar input) array into shape (1,).
+        arrays.append(np.array(a, dtype=dt, order="C", copy=False) if a.ndim else np.array(a, dtype=dt))
+    return arrays
+
+
+def _bytes_text(n: int) -> str:
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _available_memory() -> Optional[int]:
+    """Bytes of memory available to a new allocation (Linux MemAvailable), or None when unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(arrays: Sequence[Tuple[str, Sequence[int], Any]], what: str,
+                 available: Optional[int] = None) -> int:
+    """Total bytes of ``arrays`` (name, shape, dtype); a PolytileError naming the sizes when they cannot
+    fit in the available memory -- checked before anything is allocated."""
+    sizes = []
+    for name, shape, dtype in arrays:
+        n = np.dtype(dtype).itemsize
+        for d in shape:
+            n *= int(d)
+        sizes.append((name, shape, np.dtype(dtype).name, n))
+    total = sum(n for *_, n in sizes)
+    available = _available_memory() if available is None else available
+    if available is not None and total > available:
+        big = sorted(sizes, key=lambda x: -x[3])[:4]
+        parts = ", ".join(f"{nm} {dt}[{_shape_text(sh)}] {_bytes_text(n)}" for nm, sh, dt, n in big)
+        raise PolytileError(f"{what} need {_bytes_text(total)} ({parts}{', ...' if len(sizes) > 4 else ''}), "
+                            f"more than the {_bytes_text(available)} of memory available; use smaller --dims")
+    return total
 
 
 def count_points(dom) -> Optional[int]:
@@ -514,12 +590,49 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms"
 
 
+def _require_cuda_device(spec=None) -> None:
+    """A NoDeviceError (exit 3) unless a CUDA device can run kernels here; with ``spec`` (a built CUDA
+    specialisation) ask the CUDA runtime itself through the library's ``<entry>_has_device``."""
+    from .errors import NoDeviceError
+
+    hint = ("`--target cuda` runs kernels on an NVIDIA GPU; use --target cuda-emulate to run the same CUDA "
+            "mapping on the CPU")
+    if spec is None:
+        from .cuda_target import no_device_reason
+
+        reason = no_device_reason()
+        if reason is not None:
+            raise NoDeviceError(f"no CUDA device is available (nvidia-smi not found): {hint}")
+        return
+    from . import runtime
+
+    try:
+        runtime.load(spec.library_path).function(f"{spec.source.entry}_has_device", 0)()
+    except PolytileError as exc:
+        code = re.search(r"error code (\d+)", str(exc))
+        meaning = {"35": "the CUDA driver is missing or older than the CUDA runtime",
+                   "100": "no CUDA-capable device is detected"}.get(code.group(1) if code else "", str(exc))
+        raise NoDeviceError(f"no CUDA device is available ({meaning}): {hint}") from None
+
+
 def cmd_run(args) -> int:
     from . import pipeline
 
     saved = _saved(args)
     target = resolve(args, saved=saved)
+    names = target.program.input_names
+    # Sizes first: a run that cannot fit fails now, naming the sizes, not in an allocation later.
+    check_memory(list(zip(names, target.shapes, target.dtypes)), "the inputs")
+    if getattr(args, "target", "openmp") == "cuda":
+        _require_cuda_device()
     spec = _specialize(target, args, build=True, saved=saved)
+    params = [(p.name, p.shape, p.dtype) for p in spec.source.params]
+    if args.check:  # the reference interpreter makes its own outputs
+        params += [(f"reference {p.name}", p.shape, p.dtype) for p in spec.source.params if p.kind == "output"]
+    check_memory(params, "the inputs, outputs and temporaries" + (" (and the reference's outputs)"
+                                                                    if args.check else ""))
+    if getattr(args, "target", "openmp") == "cuda":
+        _require_cuda_device(spec)
     arrays = make_inputs(target, args.inputs, args.seed)
     results: List[Tuple[np.ndarray, ...]] = []
 
@@ -601,6 +714,43 @@ def _is_c(args) -> bool:
     return str(args.file).endswith(".c")
 
 
+def _c_command(handler: Callable[..., int]) -> Callable[..., int]:
+    """A C command: the frontend's messages name command-line flags (--assume-no-alias, --pure NAME,
+    --param N=... for opt, --dims N=... for the others), not the Python keywords of the same options."""
+    flags = {} if handler.__name__ == "cmd_opt" else {"params": "--dims {name}=<int>"}
+
+    def run(*a, **k) -> int:
+        from .frontends.c.source import cli_spelling
+
+        with cli_spelling(**flags):
+            return handler(*a, **k)
+
+    run.__name__, run.__doc__ = handler.__name__, handler.__doc__
+    return run
+
+
+#: Options of the C preprocessor and of the purity list, as argparse stores them (see _cpp_options).
+_C_PREPROCESSOR = ("include_dirs", "defines", "undefines", "std", "pure")
+
+
+def _cpp_args(args) -> List[str]:
+    """-I/-D/-U/--std of a C command, in gcc's spelling, for the frontend and for every build."""
+    out: List[str] = []
+    for d in getattr(args, "include_dirs", None) or ():
+        out += ["-I", d]
+    for d in getattr(args, "defines", None) or ():
+        out += ["-D", d]
+    for u in getattr(args, "undefines", None) or ():
+        out += ["-U", u]
+    if getattr(args, "std", None):
+        out.append(f"-std={args.std}")
+    return out
+
+
+def _pure(args) -> Tuple[str, ...]:
+    return tuple(getattr(args, "pure", None) or ())
+
+
 def _c_params(args) -> Dict[str, int]:
     """``--dims`` of a C file: values fixing its parameters (function arguments and macros)."""
     params: Dict[str, int] = {}
@@ -616,7 +766,7 @@ def _c_regions(args):
     params = _c_params(args)
     return extract(args.file, function=getattr(args, "function", None), params=params or None,
                    skip_nonaffine=True, assume_no_alias=getattr(args, "assume_no_alias", False),
-                   reassociate=getattr(args, "reassociate", False))
+                   reassociate=getattr(args, "reassociate", False), pure=_pure(args), cpp_args=_cpp_args(args))
 
 
 def _c_where(path, cs) -> str:
@@ -663,6 +813,7 @@ def _per_region(path, items: Sequence, show: Callable[[Any], None]) -> bool:
     return True
 
 
+@_c_command
 def _show_c(args) -> int:
     """`polytile show FILE.c`: each region's parameters, arrays, domains, accesses and dependences."""
     from .frontends.c import show
@@ -756,7 +907,7 @@ def _specialised_header(target: Target, spec) -> str:
 def cmd_deps(args) -> int:
     if _is_c(args):
         return _deps_c(args)
-    _reject_c_options(args, "deps", ("function", "assume_no_alias", "reassociate"))
+    _reject_c_options(args, "deps", ("function", "assume_no_alias", "reassociate") + _C_PREPROCESSOR)
     target = resolve(args)
     spec = _specialize(target, args, build=False)
     print(_specialised_header(target, spec))
@@ -769,6 +920,7 @@ def cmd_deps(args) -> int:
     return 0
 
 
+@_c_command
 def _deps_c(args) -> int:
     """`polytile deps FILE.c`: per region, its statements with their C text and each dependence relation."""
     _reject_tile_options(args, "deps", ("shape", "dtype", "dtypes"))
@@ -811,8 +963,12 @@ def _reject_c_options(args, command: str, names: Sequence[str]) -> None:
     """Options a Tile program does not take (it has no functions, macros, pointers or opt variants)."""
     for name in names:
         if getattr(args, name, None) not in (None, False, []):
-            raise UsageError(f"--{name.replace('_', '-')} applies to C files only ({PROG} {command} FILE.c)")
+            flag = _C_FLAG_SPELLING.get(name, f"--{name.replace('_', '-')}")
+            raise UsageError(f"{flag} applies to C files only ({PROG} {command} FILE.c)")
 
+
+#: Flags whose argparse name is not their spelling.
+_C_FLAG_SPELLING = {"include_dirs": "-I", "defines": "-D", "undefines": "-U"}
 
 #: Why a Tile option has no meaning for a C file.
 _TILE_ONLY = {"shape": "a C file's extents come from its declarations",
@@ -828,6 +984,7 @@ def _reject_tile_options(args, command: str, names: Sequence[str]) -> None:
             raise UsageError(f"--{name} applies to Tile programs only ({_TILE_ONLY[name]})")
 
 
+@_c_command
 def _schedule_c(args) -> int:
     """`polytile schedule FILE.c`: per region, the schedule `polytile opt` uses (loop tree, isl tree, notes)."""
     from . import crun
@@ -837,7 +994,7 @@ def _schedule_c(args) -> int:
         args.file, function=args.function, tile=not args.no_tile, parallel=not args.no_parallel,
         fusion=args.fusion or "smart", hardware=args.hardware or "host", params=_c_params(args) or None,
         schedule=args.apply, skip_nonaffine=True, assume_no_alias=args.assume_no_alias,
-        reassociate=args.reassociate)
+        reassociate=args.reassociate, pure=_pure(args), cpp_args=_cpp_args(args))
     saved = [r for r in results if r.schedule is not None]
     names = _c_schedule_names(Path(args.output), len(saved)) if args.output else []
     files = iter(names)
@@ -899,7 +1056,8 @@ def cmd_schedule(args) -> int:
 
     if _is_c(args):
         return _schedule_c(args)
-    _reject_c_options(args, "schedule", ("function", "assume_no_alias", "reassociate", "no_tile", "hardware"))
+    _reject_c_options(args, "schedule", ("function", "assume_no_alias", "reassociate", "no_tile", "hardware")
+                      + _C_PREPROCESSOR)
     saved = load_schedule_file(args.apply) if args.apply else None
     target = resolve(args, saved=saved)
     steps = _recipe(saved, args.fusion, parallel=not args.no_parallel)
@@ -946,6 +1104,7 @@ def _scalar(text: str) -> Tuple[str, float]:
         raise argparse.ArgumentTypeError(f"expected NAME=NUMBER, got {text!r}") from None
 
 
+@_c_command
 def _compare_c(args, out: Optional[Path]) -> int:
     """`polytile compare FILE.c`: the original build against `polytile opt` variants, checked bitwise, timed."""
     import shlex
@@ -959,7 +1118,8 @@ def _compare_c(args, out: Optional[Path]) -> int:
         shapes.update(sh)
     cands = crun.variants(args.fusion or (), no_tile=args.no_tile, no_parallel=args.no_parallel,
                           schedules=args.schedules or (), reassociate=args.reassociate)
-    names = crun.functions(args.file, function=args.function, assume_no_alias=args.assume_no_alias)
+    names = crun.functions(args.file, function=args.function, assume_no_alias=args.assume_no_alias,
+                           pure=_pure(args), cpp_args=_cpp_args(args))
     if not names:
         raise PolytileError(f"{args.file}: no #pragma scop region to compare")
     whole = args.function is not None
@@ -968,7 +1128,8 @@ def _compare_c(args, out: Optional[Path]) -> int:
     for k, fname in enumerate(names):
         call = crun.prepare(args.file, sizes=_c_params(args), scalars=dict(args.scalar or ()), shapes=shapes,
                             function=fname, whole_function=whole, seed=args.seed,
-                            assume_no_alias=args.assume_no_alias, other_sizes=len(names) > 1)
+                            assume_no_alias=args.assume_no_alias, other_sizes=len(names) > 1, pure=_pure(args),
+                            cpp_args=_cpp_args(args))
 
         def progress(text: str, fname=fname) -> None:
             if not args.quiet:
@@ -1020,7 +1181,7 @@ def cmd_compare(args) -> int:
     if _is_c(args):
         return _compare_c(args, out)
     _reject_c_options(args, "compare", ("function", "assume_no_alias", "reassociate", "no_tile", "no_parallel", "hardware",
-                                        "scalar", "cflags"))
+                                        "scalar", "cflags") + _C_PREPROCESSOR)
     args.inputs = args.inputs or "int"
     files = [load_schedule_file(f) for f in args.schedules or ()]
     # With no sizes given anywhere else, the first saved schedule's shapes are the ones it was checked for.
@@ -1076,11 +1237,15 @@ examples:
   polytile run examples/matmul.tile --schedule sched.json --check
   polytile compare examples/matmul.tile --dims M=256,N=256,K=256 --tile 32,64 --fusion smart
   polytile opt tests/c_kernels/jacobi-2d.c -o jacobi-2d.opt.c        # C: also show, deps, schedule, compare
+  polytile cache verify                                             # re-hash cached kernels, drop bad ones
 
 Sizes: --dims gives every dimension name of the inputs' headers; without it
 the first `// dims:` comment line of the file is used.  POLYTILE_DEBUG=1..3
 (or -v, -vv, -vvv) prints the pipeline's stages.  Exit codes: 0 ok, 1 error or
-failed check, 2 bad arguments.
+failed check, 2 bad arguments, 3 the environment (no compiler, no GPU, an
+untrusted or unwritable kernel cache, a bad POLYTILE_* setting), 70 a bug in
+polytile (-v shows the traceback), 130 interrupted.  `polytile cache info`
+shows the kernel cache.
 """
 
 _COMPILE_EPILOG = """\
@@ -1251,8 +1416,25 @@ def _shape_options(p: argparse.ArgumentParser) -> None:
                    help="element type per input, overriding --dtype")
 
 
+def _cpp_options(g) -> None:
+    """-I, -D, -U, --std (passed to the preprocessor like gcc's) and --pure of the C commands."""
+    g.add_argument("-I", dest="include_dirs", action="append", metavar="DIR",
+                   help="C: add DIR to the preprocessor's include path, as gcc -I (repeatable)")
+    g.add_argument("-D", dest="defines", action="append", metavar="NAME[=VALUE]",
+                   help="C: define a macro for the preprocessor, as gcc -D (repeatable)")
+    g.add_argument("-U", dest="undefines", action="append", metavar="NAME",
+                   help="C: undefine a macro, as gcc -U (repeatable)")
+    g.add_argument("--std", metavar="STANDARD", help="C: the language standard of the preprocessor, as gcc "
+                                                     "-std= (default: c11)")
+    g.add_argument("--pure", action="append", metavar="NAME",
+                   help="C: statements may call function NAME: its result depends on its arguments only and it "
+                        "changes nothing (repeatable; math.h functions and functions declared "
+                        "__attribute__((const)) or ((pure)) need no flag; any other call refuses the region)")
+
+
 def _c_options(p: argparse.ArgumentParser, group=None) -> None:
     g = group or p.add_argument_group("C files")
+    _cpp_options(g)
     g.add_argument("--function", metavar="NAME",
                    help="C: the whole body of function NAME is the region (instead of #pragma scop regions)")
     g.add_argument("--assume-no-alias", action="store_true",
@@ -1315,6 +1497,40 @@ _HW_EPILOG = """examples:
 """
 
 
+_CACHE_EPILOG = """examples:
+  polytile cache info        where the cache is, how many libraries, how many bytes
+  polytile cache verify      re-hash every library; remove damaged or foreign ones (they are rebuilt on use)
+  polytile cache clear       delete everything (safe when no polytile process is running)
+
+The cache directory must belong to you and not be writable by group or others,
+or polytile refuses to use it (exit 3): it runs the libraries it finds there.
+"""
+
+
+def cmd_cache(args) -> int:
+    from . import runtime
+
+    root = get_config().cache_dir
+    if args.action == "info":
+        i = runtime.info(root)
+        print(f"directory  {i['dir']}")
+        print(f"libraries  {i['libraries']}")
+        print(f"tune       {i['tune_results']} saved result(s)")
+        print(f"size       {_bytes_text(i['bytes'])}")
+        return 0
+    if args.action == "clear":
+        freed = runtime.clear(root)
+        print(f"removed everything in {root} ({_bytes_text(freed)})")
+        return 0
+    found = runtime.verify(root, remove=True)
+    bad = [e for e in found if e.problem is not None]
+    for e in bad:
+        print(f"removed {e.path}: {e.problem}")
+    print(f"verified {root}: {len(found) - len(bad)} ok, {len(bad)} bad" + (" (removed; they are rebuilt on use)"
+                                                                          if bad else ""))
+    return 0
+
+
 def cmd_hw(args) -> int:
     from . import hardware
 
@@ -1341,6 +1557,32 @@ outermost parallel loop marked (a wavefront over the tile loops when none is
 parallel), unit-stride innermost loops marked simd; every step is checked
 against the dependences.  Bytes outside the regions are left unchanged.
 Compile the output with -fopenmp.
+
+Results: by default every reduction keeps its order, so the output computes
+bitwise the same values as the input when both are compiled with
+-ffp-contract=off (polytile compare and opt --verify build with
+-O3 -march=native -fopenmp -ffp-contract=off).  Without it GCC may contract
+a * b + c into one FMA in one loop structure and not in the other, and
+results differ in the last bits.
+
+Assumptions, checked or refused: pointers that may overlap are refused unless
+restrict or --assume-no-alias; statements may call only pure functions (math.h,
+__attribute__((const))/((pure)) declarations, --pure NAME); other calls,
+volatile objects, pointer arithmetic and dereferences, struct members, while
+loops, break and goto refuse the region (--skip-nonaffine leaves it as written).  An integer
+macro that the preprocessor expanded into a region (a header's #define N 120,
+-DN=120, or --param N=...) is guarded in the output by
+#if N != 120 / #error, so a build with another value stops instead of
+computing with the old one; macros defined in the file itself stay symbolic.
+Build the output with the same -I/-D/-U flags.  Generated loop counters never
+clash with names of the file (only a loop-bound parameter named c<digits> must
+be fixed with --param).
+
+Output: -o must not be the input (the #pragma scop regions would be lost);
+--in-place rewrites FILE.c and keeps the original as FILE.c.orig.  --verify
+builds the input and the output, runs each function holding a region on the
+same random inputs (integer parameters 37 unless --verify-dims sets them) and
+fails (exit status 1) unless every array is bitwise identical.
 """
 
 
@@ -1354,14 +1596,55 @@ def _param(text: str) -> Tuple[str, int]:
         raise argparse.ArgumentTypeError(f"expected NAME=INT, got {text!r}") from None
 
 
+def _opt_output(args) -> Optional[Path]:
+    """Where opt writes (None: stdout), checked before any work: never the input unless --in-place, and a
+    file that can be written (its directory exists)."""
+    src = Path(args.file)
+    if not src.exists():
+        raise PolytileError(f"no such C file: {src}")
+    if src.is_dir():
+        raise PolytileError(f"{src} is a directory, not a C file")
+    out = Path(args.output) if args.output else None
+    if args.in_place:
+        if out is not None and not _same_file(out, src):
+            raise UsageError(f"--in-place rewrites {src} itself; drop -o {out}")
+        out = src
+    elif out is not None and _same_file(out, src):
+        raise PolytileError(f"-o {out} is the input file: writing it would lose the original loops and their "
+                            f"#pragma scop markers; write elsewhere, or pass --in-place (which keeps {src}.orig)")
+    if out is None:
+        return None
+    if out.is_dir():
+        raise PolytileError(f"-o {out}: is a directory")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise PolytileError(f"-o {out}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise PolytileError(f"-o {out}: not writable")
+    return out
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` name one file (through symlinks, relative paths or hard links)."""
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+@_c_command
 def cmd_opt(args) -> int:
     from . import crun
 
+    out_path = _opt_output(args)  # before minutes of scheduling, not after
     params = dict(args.param or ()) or None
     out, results = crun.optimise(
         args.file, function=args.function, tile=args.tile, parallel=args.parallel, fusion=args.fusion, hardware=args.hardware,
         params=params, schedule=args.schedule, skip_nonaffine=args.skip_nonaffine,
-        assume_no_alias=args.assume_no_alias, reassociate=args.reassociate)
+        assume_no_alias=args.assume_no_alias, reassociate=args.reassociate, pure=_pure(args),
+        cpp_args=_cpp_args(args))
     for r in results:
         where = f"{args.file}:{r.cscop.lines[0]}-{r.cscop.lines[1]} ({r.cscop.function})"
         if r.text is None:
@@ -1369,8 +1652,27 @@ def cmd_opt(args) -> int:
         elif getattr(args, "verbose", 0):
             for n in r.notes:
                 _note(f"{where}: {n}")
-    if args.output:
-        Path(args.output).write_bytes(out)
+    if args.verify and any(r.text is not None for r in results):
+        sizes: Dict[str, int] = {}
+        for d in args.verify_dims or ():
+            sizes.update(d)
+        problems = crun.verify(args.file, out, function=args.function, whole_function=args.function is not None,
+                               sizes=sizes, assume_no_alias=args.assume_no_alias, pure=_pure(args),
+                               cpp_args=_cpp_args(args), reassociated=args.reassociate)
+        if problems:
+            raise PolytileError(f"{args.file}: --verify: the optimised file computes different results "
+                                f"(please report this as a polytile bug):\n  " + "\n  ".join(problems))
+        _note(f"{args.file}: --verify: optimised and original builds agree "
+              + ("within the reassociation tolerance" if args.reassociate else "bitwise")
+              + f" ({' '.join(crun.DEFAULT_FLAGS)})")
+    if out_path is not None:
+        try:
+            if args.in_place:
+                backup = out_path.with_name(out_path.name + ".orig")
+                backup.write_bytes(out_path.read_bytes())
+            out_path.write_bytes(out)
+        except OSError as exc:
+            raise PolytileError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     else:
         sys.stdout.buffer.write(out) if hasattr(sys.stdout, "buffer") else sys.stdout.write(out.decode())
         sys.stdout.flush()
@@ -1545,9 +1847,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="let the schedule reorder reductions (s += e, s -= e, s *= e whose e never reads the "
                         "updated cell) where that makes their loops vectorisable, e.g. a dot product with one "
                         "partial sum per SIMD lane; results then differ from the original by rounding "
-                        "(default: every reduction keeps its order, results are bitwise identical)")
+                        "(default: every reduction keeps its order, results are bitwise identical when both "
+                        "files are built with -ffp-contract=off)")
     p.add_argument("--function", metavar="NAME",
                    help="optimise the whole body of function NAME as one region (no #pragma scop needed)")
+    p.add_argument("--in-place", action="store_true",
+                   help="rewrite FILE.c itself, keeping the original as FILE.c.orig (-o FILE.c is refused without it)")
+    p.add_argument("--verify", action="store_true",
+                   help="build the input and the output (-O3 -march=native -fopenmp -ffp-contract=off), run them "
+                        "on the same random inputs and fail unless the results are bitwise identical")
+    p.add_argument("--verify-dims", action="append", type=arg_type(parse_dims, "dims"), metavar="n=100,m=80",
+                   help="integer parameters and macros for --verify (default: 37 for parameters, the file's "
+                        "value for macros)")
+    _cpp_options(p.add_argument_group("C preprocessor and purity"))
     _common(p, sub=True)
     p.set_defaults(handler=cmd_opt)
 
@@ -1562,6 +1874,15 @@ def build_parser() -> argparse.ArgumentParser:
     tune_mod.add_arguments(p)
     _common(p, sub=True)
     p.set_defaults(handler=tune_mod.main_tune)
+
+    p = subs.add_parser("cache", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_CACHE_EPILOG,
+                        help="show, verify or clear the cache of compiled kernels",
+                        description="The cache of compiled kernels (POLYTILE_CACHE_DIR, default ~/.cache/polytile): "
+                                    "info shows where it is and what it holds; verify re-hashes every library "
+                                    "against its manifest and removes the bad ones; clear deletes everything in it.")
+    p.add_argument("action", choices=("info", "verify", "clear"), help="what to do")
+    _common(p, sub=True)
+    p.set_defaults(handler=cmd_cache)
 
     p = subs.add_parser("hw", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_HW_EPILOG,
                         help="show hardware descriptors (memory levels, SIMD, cores; GPUs)",
@@ -1580,32 +1901,93 @@ def _exit_code(code) -> int:
     return code if isinstance(code, int) else 1
 
 
+#: Exit codes (the error contract; see :mod:`polytile.errors`).
+EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
+
+
+def _debug_requested(verbose: int) -> bool:
+    """-v or POLYTILE_DEBUG >= 1 (read leniently: a bad value must not hide the real error)."""
+    if verbose:
+        return True
+    text = os.environ.get("POLYTILE_DEBUG", "").strip()
+    return text.isdigit() and int(text) > 0
+
+
+def check_output_path(path, option: str = "-o") -> Path:
+    """``path`` if a file can be written there, else a PolytileError naming ``option`` -- called before
+    any work starts, so a typo in -o does not cost a whole run (and its results).
+
+    >>> check_output_path("/no/such/dir/r.csv")
+    Traceback (most recent call last):
+    ...
+    polytile.errors.PolytileError: cannot write /no/such/dir/r.csv (-o): the directory /no/such/dir does not exist
+    """
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise PolytileError(f"cannot write {p} ({option}): is a directory; name a file")
+    if not parent.exists():
+        raise PolytileError(f"cannot write {p} ({option}): the directory {parent} does not exist")
+    if not parent.is_dir():
+        raise PolytileError(f"cannot write {p} ({option}): {parent} is not a directory")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise PolytileError(f"cannot write {p} ({option}): the file is not writable")
+    if not p.exists() and not os.access(parent, os.W_OK | os.X_OK):
+        raise PolytileError(f"cannot write {p} ({option}): cannot create files in {parent} (permission denied)")
+    return p
+
+
+#: Options of any command that name a file the command writes: (attribute, option text).
+_OUTPUT_OPTIONS = (("output", "-o"), ("json_out", "--json"))
+
+
+def _check_outputs(args) -> None:
+    for attr, option in _OUTPUT_OPTIONS:
+        value = getattr(args, attr, None)
+        if isinstance(value, (str, os.PathLike)) and str(value) != "-":
+            check_output_path(value, option)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command line; returns the exit status (the console script passes it to sys.exit)."""
-    parser = build_parser()
+    """Run the command line; returns the exit status (the console script passes it to sys.exit).
+
+    Exit codes: 0 success; 1 a user error (a PolytileError, a failed check, a
+    missing input file); 2 bad usage; 3 the environment (no compiler, no GPU,
+    untrusted or unwritable cache, bad POLYTILE_* setting); 70 an internal
+    error, reported in one line (the traceback with -v or POLYTILE_DEBUG); 130
+    interrupted (Ctrl-C), at any moment, without a traceback.
+    """
+    sub_prog = PROG
+    verbose = 0
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version, or an argparse error (already printed)
-        return _exit_code(exc.code)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return 2
-    sub_prog = f"{PROG} {args.command}"
-    level = max(get_config().debug, min(args.verbose or 0, 3))
-    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help, --version, or an argparse error (already printed)
+            return _exit_code(exc.code)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        sub_prog = f"{PROG} {args.command}"
+        verbose = args.verbose or 0
+        level = max(get_config().debug, min(verbose, 3))  # a bad POLYTILE_DEBUG raises ConfigError here
+        _check_outputs(args)
         with override(debug=level):
             return args.handler(args)
+    except PolytileEnvironmentError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return EXIT_ENVIRONMENT
     except PolytileError as err:
         text = str(err)
         # A located error already reads "file:line:col: error: ..."; don't stack prefixes.
         print(text if err.loc is not None else f"{PROG}: error: {text}", file=sys.stderr)
-        return 1
+        return EXIT_USER
     except UsageError as err:
         print(f"{sub_prog}: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        _print_quietly(f"{PROG}: interrupted")
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `polytile compile ... | head`: the reader left; silence Python's
         # second complaint when it flushes stdout at exit.
@@ -1614,7 +1996,39 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         except (OSError, ValueError):
             pass
-        return 1
+        return EXIT_USER
+    except MemoryError:
+        print(f"{PROG}: error: out of memory; try smaller sizes (--dims)", file=sys.stderr)
+        return EXIT_USER
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        if exc.filename is None:
+            return _internal_error(exc, verbose)
+        # A file the user named (or that should be there) is missing or unreadable.
+        name = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
+        print(f"{PROG}: error: {name}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USER
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback for users
+        return _internal_error(exc, verbose)
+
+
+def _print_quietly(text: str) -> None:
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError, KeyboardInterrupt):
+        pass
+
+
+def _internal_error(exc: BaseException, verbose: int) -> int:
+    """Report a bug: one line, or the traceback too when debugging was asked for."""
+    import traceback
+
+    if _debug_requested(verbose):
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    hint = "" if _debug_requested(verbose) else "; run with -v (or POLYTILE_DEBUG=1) to see the traceback"
+    print(f"{PROG}: internal error: {type(exc).__name__}{': ' + first if first else ''} -- this is a bug in "
+          f"polytile, please report it with the command line and input file{hint}", file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover - `python -m polytile` goes through __main__.py

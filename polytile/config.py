@@ -16,6 +16,11 @@ Environment variables (an empty value counts as unset):
                                   ``/usr/local/cuda/bin/nvcc``)
 ``POLYTILE_NUM_THREADS``          OpenMP thread count (unset: OpenMP decides)
 ================================  =============================================
+
+A bad value raises :class:`~polytile.errors.ConfigError` naming the variable
+and the value (the command line reports it as an environment error, exit 3).
+The cache directory must belong to the current user and not be writable by
+group or others: see :mod:`polytile.runtime.cache` for the trust model.
 """
 from __future__ import annotations
 
@@ -30,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Optional, Union
 
-from polytile.errors import PolytileError
+from polytile.errors import ConfigError
 
 DEFAULT_CFLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared")
 CUDA_FALLBACK_PATH = "/usr/local/cuda/bin/nvcc"
@@ -72,9 +77,9 @@ class Config:
         object.__setattr__(self, "cache_dir", Path(self.cache_dir).expanduser())
         object.__setattr__(self, "cflags", tuple(str(f) for f in self.cflags))
         if not isinstance(self.debug, int) or not 0 <= self.debug <= MAX_DEBUG_LEVEL:
-            raise PolytileError(f"debug level must be an integer 0..{MAX_DEBUG_LEVEL}, got {self.debug!r}")
+            raise ConfigError(f"debug level must be an integer 0..{MAX_DEBUG_LEVEL}, got {self.debug!r}")
         if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
-            raise PolytileError(f"num_threads must be a positive integer, got {self.num_threads!r}")
+            raise ConfigError(f"num_threads must be a positive integer, got {self.num_threads!r}")
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "Config":
@@ -100,7 +105,7 @@ class Config:
             try:
                 cflags = tuple(shlex.split(cflags_text))
             except ValueError as exc:  # unbalanced quotes
-                raise PolytileError(f"POLYTILE_CFLAGS cannot be split into flags ({exc}): {cflags_text!r}") from None
+                raise ConfigError(f"POLYTILE_CFLAGS cannot be split into flags ({exc}): {cflags_text!r}") from None
         nvcc = get("POLYTILE_NVCC") or shutil.which("nvcc")
         if nvcc is None and os.path.exists(CUDA_FALLBACK_PATH):
             nvcc = CUDA_FALLBACK_PATH
@@ -121,9 +126,9 @@ def _parse_int(name: str, text: str, low: int, high: Optional[int]) -> int:
     try:
         value = int(text.strip())
     except ValueError:
-        raise PolytileError(f"{name} must be {expected}, got {text!r}") from None
+        raise ConfigError(f"{name} must be {expected}, got {text!r}") from None
     if value < low or (high is not None and value > high):
-        raise PolytileError(f"{name} must be {expected}, got {text!r}")
+        raise ConfigError(f"{name} must be {expected}, got {text!r}")
     return value
 
 

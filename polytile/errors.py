@@ -2,8 +2,27 @@
 
 Two families, as in Halide: *user* errors (``PolytileError`` and its
 subclasses) are the user's to fix and carry a message that says how; an
-``InternalError`` is polytile's bug.  The CLI prints a user error as one clean
-message and exits 1; an internal error keeps its traceback.
+``InternalError`` is polytile's bug.
+
+The command line maps them to exit codes (see :func:`polytile.cli.main`):
+
+====  =====================================================================
+0     success
+1     a user error: any ``PolytileError`` not listed below, a failed check
+2     bad command-line usage (argparse and :class:`polytile.cli.UsageError`)
+3     the environment, not the input: :class:`PolytileEnvironmentError`
+      (:class:`ToolchainError` no/broken compiler, :class:`NoDeviceError`
+      no GPU, :class:`CacheError` kernel cache unwritable or untrusted,
+      :class:`ConfigError` a bad ``POLYTILE_*`` setting)
+70    an internal error (a bug): one "this is a bug" line; the traceback
+      only with ``-v`` or ``POLYTILE_DEBUG``
+130   interrupted (Ctrl-C)
+====  =====================================================================
+
+Errors about the *values* given (a bad program, bad shapes, a bad schedule)
+are also ``ValueError`` instances, as numpy users expect: ``except ValueError``
+catches :class:`TileSyntaxError`, :class:`TileSemanticError`,
+:class:`ShapeError`, :class:`CollisionError` and :class:`ScheduleError`.
 
 Errors that point at source text carry a :class:`SourceLocation` and render
 the offending line with a caret::
@@ -64,11 +83,11 @@ class PolytileError(Exception):
         return f"{text}\n{caret}" if caret else text
 
 
-class TileSyntaxError(PolytileError):
+class TileSyntaxError(PolytileError, ValueError):
     """The text is not a Tile program (lexing or parsing failed)."""
 
 
-class TileSemanticError(PolytileError):
+class TileSemanticError(PolytileError, ValueError):
     """The program parses but means nothing: unknown names, double assignment..."""
 
 
@@ -76,15 +95,15 @@ class NonAffineError(TileSemanticError):
     """An index expression is not affine in the index variables."""
 
 
-class ShapeError(PolytileError):
+class ShapeError(PolytileError, ValueError):
     """Arrays given to a kernel do not fit its header (rank, size, dtype, count)."""
 
 
-class CollisionError(PolytileError):
+class CollisionError(PolytileError, ValueError):
     """An ``=`` contraction writes some output cell more than once."""
 
 
-class ScheduleError(PolytileError):
+class ScheduleError(PolytileError, ValueError):
     """A schedule or transformation request is malformed."""
 
 
@@ -108,3 +127,30 @@ class CompilerError(PolytileError):
 
 class InternalError(Exception):
     """A bug in polytile itself: please report it with the program that caused it."""
+
+
+class PolytileEnvironmentError(PolytileError):
+    """The machine, not the input, is the problem: a missing or broken compiler,
+    no GPU, an unusable kernel cache, a bad ``POLYTILE_*`` setting (CLI exit 3)."""
+
+
+class ToolchainError(PolytileEnvironmentError):
+    """The C or CUDA compiler is missing, cannot be run, or does not work."""
+
+
+class NoDeviceError(PolytileEnvironmentError):
+    """A kernel needs a device (a CUDA GPU) that this machine does not have."""
+
+
+class CacheError(PolytileEnvironmentError):
+    """The kernel cache directory cannot be used: unwritable, or not trusted
+    (owned by another user, or writable by group/others)."""
+
+
+class ConfigError(PolytileEnvironmentError, ValueError):
+    """A setting has a bad value (a ``POLYTILE_*`` environment variable, or a
+    value given to :func:`polytile.config.override`)."""
+
+
+class CacheWarning(UserWarning):
+    """A damaged or foreign kernel-cache entry was found and discarded (it is rebuilt)."""

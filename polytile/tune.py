@@ -85,7 +85,7 @@ from .config import debug_log, get_config
 from .errors import PolytileError
 from .schedule import Schedule, Step
 
-__all__ = ["Trial", "TuneResult", "TuneStats", "stats", "tune", "cache_path", "parse_budget",
+__all__ = ["Trial", "TuneResult", "TuneStats", "TuneInterrupted", "stats", "tune", "cache_path", "parse_budget",
            "add_arguments", "main_tune", "SOURCES"]
 
 #: Format version of the cached/saved result JSON.
@@ -327,7 +327,13 @@ def cache_path(key: str) -> Path:
 
 
 def _cache_read(key: str) -> Optional[Dict[str, Any]]:
+    from .runtime.cache import check_root
+
+    check_root(get_config().cache_dir)  # results steer what is compiled and run: only from a trusted directory
     path = cache_path(key)
+    if path.is_symlink():
+        debug_log(1, "tune", f"ignoring cached result {path}: a symbolic link")
+        return None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -341,8 +347,11 @@ def _cache_read(key: str) -> Optional[Dict[str, Any]]:
     return data
 
 
-def _cache_write(key: str, data: Mapping[str, Any]) -> Path:
-    path = cache_path(key)
+def _cache_write(key: str, data: Mapping[str, Any], path: Optional[Path] = None) -> Path:
+    from .runtime.cache import check_root
+
+    check_root(get_config().cache_dir)
+    path = cache_path(key) if path is None else path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
     try:
@@ -376,9 +385,12 @@ def _time_runs(call: Callable[[], Any], n: int) -> List[float]:
 
 
 def _make_inputs(shapes, dtypes, seed: int, positive: bool) -> List[np.ndarray]:
+    # Drawn as int8 and converted once: the peak memory is the inputs (plus a byte per element), not an
+    # int64 copy of each.
     rng = np.random.default_rng(seed)
     lo, hi = (1, 4) if positive else (-4, 4)
-    return [np.array(rng.integers(lo, hi + 1, size=s), dtype=d, order="C") for s, d in zip(shapes, dtypes)]
+    return [np.array(rng.integers(lo, hi + 1, size=tuple(s), dtype=np.int8), dtype=d, order="C")
+            for s, d in zip(shapes, dtypes)]
 
 
 @dataclass
@@ -609,6 +621,17 @@ def _ranked_tuples(scores: Sequence[Sequence[float]]) -> Iterator[Tuple[int, ...
 # ---------------------------------------------------------------------------
 
 
+class TuneInterrupted(KeyboardInterrupt):
+    """Ctrl-C during the search: ``result`` holds the best schedule measured so far (never cached).
+
+    A KeyboardInterrupt, so callers that do not know about it still stop.
+    """
+
+    def __init__(self, result: "TuneResult"):
+        super().__init__("tuning interrupted")
+        self.result = result
+
+
 def _dtypes_for(program, dtypes, n: int) -> Tuple[str, ...]:
     if dtypes is None:
         return tuple("float32" for _ in range(n))
@@ -774,6 +797,7 @@ def tune(source, dims=None, *, shapes=None, dtypes=None, hardware: Any = "host",
     def stop() -> bool:
         return len(trials) >= max_trials or time.perf_counter() >= deadline
 
+    interrupted = False
     try:
         # 1. the model's top k
         if spaces:
@@ -821,6 +845,9 @@ def tune(source, dims=None, *, shapes=None, dtypes=None, hardware: Any = "host",
             cur = times.get(current) if current is not None else None
             if source == "seed" or cur is None or new <= cur or u < math.exp(-(new - cur) / (temp * cur)):
                 current = proposal
+    except KeyboardInterrupt:
+        # Ctrl-C: stop searching, but keep what was measured (raised below as TuneInterrupted).
+        interrupted = True
     finally:
         if bar is not None:
             bar.close()
@@ -851,9 +878,14 @@ def tune(source, dims=None, *, shapes=None, dtypes=None, hardware: Any = "host",
         "baseline": {"steps": [s.to_json() for s in base.steps], "median_s": baseline.median_s,
                      "min_s": baseline.min_s, "runs": baseline.runs},
     }
+    if interrupted:
+        info["interrupted"] = True
     result = TuneResult(best=best, best_time_s=best_time, baseline_time_s=baseline.median_s, trials=trials,
                         from_cache=False, elapsed_s=elapsed, key=key, best_configs=tuple(best_configs),
                         best_trial=best_index, flops=flops, info=info)
+    if interrupted:
+        # Not cached: a later run with the same settings must search the whole budget.
+        raise TuneInterrupted(result)
     if cache:
         path = _cache_write(key, result.to_json())
         debug_log(1, "tune", f"result cached: {path}")
@@ -932,34 +964,72 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main_tune(args) -> int:
-    """Run ``polytile tune`` for parsed ``args``; print the trial table and the best schedule."""
-    from .cli import resolve
+    """Run ``polytile tune`` for parsed ``args``; print the trial table and the best schedule.
+
+    Ctrl-C during the search saves the best schedule so far (to -o, else next
+    to the cached results) and the partial result (to --json), says where, and
+    exits 130.
+    """
+    from .cli import check_memory, resolve
 
     target = resolve(args)
     names = target.program.input_names
+    check_memory(list(zip(names, target.shapes, target.dtypes)), "the inputs")  # before any allocation
     sizes = ", ".join(f"{k}={v}" for k, v in target.dims.items()) or \
         ", ".join(f"{n}={'x'.join(map(str, s))}" for n, s in zip(names, target.shapes))
     print(f"polytile: tuning {target.path} ({sizes}) on {args.hardware}, budget {args.budget:g} s, "
           f"at most {args.trials} trials", file=sys.stderr)
-    result = tune(target.program, shapes=dict(zip(names, target.shapes)), dtypes=list(target.dtypes),
-                  hardware=args.hardware, budget_s=args.budget, max_trials=args.trials, top_k=args.top_k,
-                  seed=args.seed, repeat=args.repeat, warmup=args.warmup,
-                  progress=not getattr(args, "no_progress", False), cache=not args.no_cache)
+    try:
+        result = tune(target.program, shapes=dict(zip(names, target.shapes)), dtypes=list(target.dtypes),
+                      hardware=args.hardware, budget_s=args.budget, max_trials=args.trials, top_k=args.top_k,
+                      seed=args.seed, repeat=args.repeat, warmup=args.warmup,
+                      progress=not getattr(args, "no_progress", False), cache=not args.no_cache)
+    except TuneInterrupted as stopped:
+        return _save_interrupted(args, target, stopped.result)
     print(result.table())
     print()
     print("best schedule:")
     print(result.best.describe())
     if args.output:
-        try:
-            result.best.save(args.output)
-        except OSError as e:
-            raise PolytileError(f"cannot write {args.output}: {e.strerror or e}") from None
+        _write_best(result, Path(args.output))
         print(f"wrote {args.output}", file=sys.stderr)
     if getattr(args, "json_out", None):
         path = Path(args.json_out)
-        try:
-            path.write_text(result.dumps() + "\n", encoding="utf-8")
-        except OSError as e:
-            raise PolytileError(f"cannot write {path}: {e.strerror or e}") from None
+        _write_result(result, path)
         print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def _write_best(result: TuneResult, path: Path) -> None:
+    try:
+        result.best.save(path)
+    except OSError as e:
+        raise PolytileError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _write_result(result: TuneResult, path: Path) -> None:
+    try:
+        path.write_text(result.dumps() + "\n", encoding="utf-8")
+    except OSError as e:
+        raise PolytileError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _save_interrupted(args, target, result: TuneResult) -> int:
+    """Ctrl-C: keep the best schedule measured so far, say where it went, exit 130."""
+    if result.trials:
+        print(result.table())
+    ok = sum(1 for t in result.trials if t.measured and t.ok is not False)
+    which = (f"trial {result.best_trial}, {_ms(result.best_time_s)}, {result.speedup:.2f}x over the baseline"
+             if result.best_trial is not None else f"the untuned default, {_ms(result.best_time_s)}")
+    print(f"polytile: tuning interrupted after {len(result.trials)} trials ({ok} measured ok); "
+          f"best so far: {which}", file=sys.stderr)
+    path = Path(args.output) if args.output else cache_path(result.key).with_suffix(".interrupted.json")
+    if not args.output:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    _write_best(result, path)
+    print(f"polytile: saved the best schedule so far to {path}; replay it with "
+          f"`polytile run {target.path} --schedule {path}`", file=sys.stderr)
+    if getattr(args, "json_out", None):
+        _write_result(result, Path(args.json_out))
+        print(f"polytile: saved the partial result (every trial so far) to {args.json_out}", file=sys.stderr)
+    return 130

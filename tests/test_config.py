@@ -117,3 +117,14 @@ def test_debug_log(capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err == "[polytile:parse] three statements\n[polytile:schedule] rendered lazily\n"
+
+
+def test_bad_settings_are_environment_errors():
+    from polytile.errors import ConfigError, PolytileEnvironmentError
+
+    for env in ({"POLYTILE_DEBUG": "x"}, {"POLYTILE_DEBUG": "9"}, {"POLYTILE_CFLAGS": '"-O3'},
+                {"POLYTILE_NUM_THREADS": "0"}):
+        with pytest.raises(ConfigError) as info:
+            Config.from_env(env)
+        assert isinstance(info.value, PolytileEnvironmentError) and isinstance(info.value, ValueError)
+        assert next(iter(env)) in str(info.value)

@@ -112,7 +112,7 @@ CHILD = textwrap.dedent(
     x = np.arange(5, dtype=np.float32)
     runtime.load(so).function("add1", 2)(x, np.array(5, dtype=np.int64))
     assert (x == np.arange(5) + 1).all(), x
-    print(so)
+    print(so, runtime.stats.compiles)
     """
 ).format(flags=FLAGS)
 
@@ -134,12 +134,14 @@ def test_concurrent_builds_of_same_kernel(tmp_path):
         results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
         for out, err, rc in results:
             assert rc == 0, err
-        paths = {out.strip() for out, _, _ in results}
+        paths = {out.split()[0] for out, _, _ in results}
         assert len(paths) == 1
+        # The key's lock makes the others wait for the first build and use it.
+        assert sum(int(out.split()[1]) for out, _, _ in results) == 1
         so = Path(paths.pop())
         np.testing.assert_array_equal(run_add1(so), np.arange(5, dtype=np.float32) + 1)
-        # Nothing half-done is left behind: only the source and the library.
-        assert sorted(p.name for p in so.parent.iterdir()) == ["add1.c", "libadd1.so"]
+        # Nothing half-done is left behind: only the source, the library and its manifest.
+        assert sorted(p.name for p in so.parent.iterdir()) == ["add1.c", "libadd1.manifest.json", "libadd1.so"]
 
 
 def test_compiler_failure_keeps_source(tmp_path):

@@ -270,3 +270,31 @@ def test_first_trial_is_the_compile_default():
     _, chosen = autotile.autotile(polytile.schedule(MATMUL, dims=dims), pipeline.load_hardware("host"))
     assert r.trials[0].source == "model-top-k"
     assert list(r.trials[0].configs) == chosen
+
+
+def test_interrupt_keeps_the_best_so_far_and_caches_nothing(monkeypatch):
+    """Ctrl-C during the search: TuneInterrupted (a KeyboardInterrupt) carrying the trials measured so far."""
+    real = T._Bench.measure
+    calls = []
+
+    def measure(self, steps):
+        calls.append(1)
+        if len(calls) == 4:  # the baseline, two trials, then Ctrl-C
+            raise KeyboardInterrupt
+        return real(self, steps)
+
+    monkeypatch.setattr(T._Bench, "measure", measure)
+    dims = "M=32,N=32,K=32"
+    with pytest.raises(T.TuneInterrupted) as info:
+        T.tune(MATMUL, dims, cache=True, **QUICK)
+    assert isinstance(info.value, KeyboardInterrupt)
+    r = info.value.result
+    assert len(r.trials) == 2 and r.info["interrupted"] is True
+    assert r.best_time_s <= r.baseline_time_s
+    assert not T.cache_path(r.key).exists(), "a partial search must not be served as a cached result"
+
+
+def test_inputs_drawn_in_their_dtype():
+    a, b = T._make_inputs([(3, 4), ()], ["float32", "int32"], 0, positive=False)
+    assert a.dtype == np.float32 and a.shape == (3, 4) and b.dtype == np.int32 and b.shape == ()
+    assert set(a.ravel().tolist()) <= set(range(-4, 5))

@@ -16,11 +16,14 @@ Typical use::
     >>> so = runtime.build(c_source, name_hint="matmul")                  # doctest: +SKIP
     >>> runtime.load(so).function("matmul", 3)(A, B, C)                   # doctest: +SKIP
 
-The cache layout and its concurrency guarantees are described in
-:mod:`polytile.runtime.cache`; ``runtime.stats`` counts compiles and cache
-hits in this process.
+The cache layout, its trust model (what is checked before a library is
+loaded) and its concurrency guarantees are described in
+:mod:`polytile.runtime.cache`; ``runtime.stats`` counts compiles, cache hits
+and discarded (damaged or foreign) entries in this process.
 """
-from polytile.runtime.cache import DEFAULT_CUDA_FLAGS, Stats, build, cache_key, sanitize_name, stats
+from polytile.runtime.cache import (
+    DEFAULT_CUDA_FLAGS, Stats, build, cache_key, check_root, clear, info, manifest_path, sanitize_name, stats, verify,
+)
 from polytile.runtime.compiler import compiler_version, resolve_compiler
 from polytile.runtime.loader import KernelFunction, Library, load
 
@@ -31,9 +34,14 @@ __all__ = [
     "Stats",
     "build",
     "cache_key",
+    "check_root",
+    "clear",
     "compiler_version",
+    "info",
     "load",
+    "manifest_path",
     "resolve_compiler",
     "sanitize_name",
     "stats",
+    "verify",
 ]

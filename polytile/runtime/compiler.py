@@ -11,7 +11,7 @@ import subprocess
 import threading
 from typing import Sequence
 
-from polytile.errors import CompilerError, PolytileError
+from polytile.errors import CompilerError, ToolchainError
 
 # Generous: --version is instant on every real compiler; the limit only stops
 # a wrapper script that hangs from hanging polytile too.
@@ -27,7 +27,7 @@ _ENV_VAR = {"c": "POLYTILE_CC", "cuda": "POLYTILE_NVCC"}
 def resolve_compiler(cc: str, lang: str = "c") -> str:
     """Absolute path of the compiler ``cc`` (a name on PATH or a path).
 
-    Raises PolytileError naming the compiler and the variable that sets it.
+    Raises ToolchainError naming the compiler and the variable that sets it.
 
     >>> resolve_compiler("cc")          # doctest: +SKIP
     '/usr/bin/cc'
@@ -36,7 +36,7 @@ def resolve_compiler(cc: str, lang: str = "c") -> str:
     found = shutil.which(cc) if cc else None
     if found is None:
         what = "CUDA compiler" if lang == "cuda" else "C compiler"
-        raise PolytileError(
+        raise ToolchainError(
             f"{what} {cc!r} not found or not executable; install it or set {var} "
             f"to the path of a working compiler"
         )
@@ -68,10 +68,10 @@ def compiler_version(cc: str, lang: str = "c") -> str:
             timeout=_VERSION_TIMEOUT_S,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise PolytileError(f"cannot run compiler {path!r} ({exc}); set {var} to a working compiler") from None
+        raise ToolchainError(f"cannot run compiler {path!r} ({exc}); set {var} to a working compiler") from None
     output = proc.stdout.strip() or proc.stderr.strip()
     if proc.returncode != 0:
-        raise PolytileError(
+        raise ToolchainError(
             f"compiler {path!r} failed on --version (exit {proc.returncode}); set {var} to a working compiler"
             + (f"\n  output: {output.splitlines()[0]}" if output else "")
         )
@@ -104,7 +104,7 @@ def run_compiler(
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
     except OSError as exc:
         var = _ENV_VAR.get(lang, "POLYTILE_CC")
-        raise PolytileError(f"cannot run {what} {compiler_path!r} ({exc}); set {var} to a working compiler") from None
+        raise ToolchainError(f"cannot run {what} {compiler_path!r} ({exc}); set {var} to a working compiler") from None
     if proc.returncode != 0:
         # gcc/clang report on stderr; nvcc puts some diagnostics on stdout.
         output = "\n".join(part for part in (proc.stderr.strip(), proc.stdout.strip()) if part)

@@ -4,11 +4,11 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
-from polytile.errors import InternalError, PolytileError
+from polytile.errors import CacheError, InternalError, PolytileError
 
 _load_lock = threading.Lock()
 _libraries: dict[str, "Library"] = {}
@@ -61,6 +61,11 @@ class Library:
         self._functions: dict[tuple[str, int], KernelFunction] = {}
         self._lock = threading.Lock()
 
+    @property
+    def cdll(self) -> ctypes.CDLL:
+        """The underlying ctypes library (for symbols other than ``int f(void *...)`` entry points)."""
+        return self._cdll
+
     def function(self, name: str, nargs: int) -> KernelFunction:
         """The entry point ``name`` taking ``nargs`` pointers and returning int.
 
@@ -93,16 +98,73 @@ class Library:
 def load(path: os.PathLike | str) -> Library:
     """Load a shared library once per resolved path and return it.
 
+    A library with a manifest next to it (every library :func:`build` puts in
+    the cache) is hashed again, through the same open file, and loaded only if
+    it matches; after ``dlopen`` the path must still name that file.  A library
+    inside the configured cache directory without a manifest is refused.  See
+    :mod:`polytile.runtime.cache` for the trust model.
+
     >>> load(build("int z(void){return 0;}", name_hint="z")).function("z", 0)()   # doctest: +SKIP
     """
     resolved = os.path.realpath(os.fspath(path))
     with _load_lock:
         lib = _libraries.get(resolved)
         if lib is None:
+            fd = _verified_fd(os.fspath(path), resolved)
             try:
-                cdll = ctypes.CDLL(resolved, mode=ctypes.RTLD_LOCAL)
-            except OSError as exc:
-                raise PolytileError(f"cannot load kernel library {resolved}: {exc}") from None
+                try:
+                    cdll = ctypes.CDLL(resolved, mode=ctypes.RTLD_LOCAL)
+                except OSError as exc:
+                    raise PolytileError(f"cannot load kernel library {resolved}: {exc}") from None
+                if fd is not None:
+                    before, now = os.fstat(fd), _stat_or_none(resolved)
+                    if now is None or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+                        raise CacheError(f"kernel library {resolved} was replaced while it was being loaded; "
+                                         f"run again")
+            finally:
+                if fd is not None:
+                    os.close(fd)
             lib = Library(resolved, cdll)
             _libraries[resolved] = lib
     return lib
+
+
+def _stat_or_none(path: str):
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+
+
+def _inside(path: str, directory: str) -> bool:
+    try:
+        return os.path.commonpath([path, os.path.realpath(directory)]) == os.path.realpath(directory)
+    except ValueError:
+        return False
+
+
+def _verified_fd(given: str, resolved: str) -> Optional[int]:
+    """An open fd of the library after checking it against its manifest; None for a library of the
+    user's own outside the cache (no manifest), which is loaded as it is."""
+    from polytile.config import get_config
+    from polytile.runtime import cache
+
+    has_manifest = os.path.lexists(cache.manifest_path(given)) or os.path.lexists(cache.manifest_path(resolved))
+    if not has_manifest and not _inside(resolved, str(get_config().cache_dir)):
+        return None
+    if os.path.islink(given):
+        raise CacheError(f"refusing to load kernel library {given}: it is a symbolic link inside the kernel cache")
+    try:
+        fd = cache.open_nofollow(resolved)
+    except OSError as exc:
+        raise CacheError(f"cannot open kernel library {resolved} ({exc.strerror or exc})") from None
+    try:
+        problem = cache.verify_fd(fd, resolved)
+    except BaseException:
+        os.close(fd)
+        raise
+    if problem is not None:
+        os.close(fd)
+        raise CacheError(f"refusing to load kernel library {resolved}: {problem}; run again to rebuild it "
+                         f"(or `polytile cache verify`)")
+    return fd
