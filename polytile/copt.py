@@ -4,8 +4,9 @@ For every ``#pragma scop`` region of a C file:
 
 1. extract it (:mod:`polytile.frontends.c`) and compute its dependences; a
    statement that reads, along a loop, a cell it rewrites at one point of
-   that loop is split there (index-set splitting, :func:`split_index_sets`)
-   when that makes its hot loops vectorisable;
+   that loop is split there (index-set splitting, :func:`split_index_sets`;
+   the pieces are checked to partition its domain, so no instance is lost
+   or repeated) when that makes its hot loops vectorisable;
 2. schedule it with isl's scheduler (Pluto-style skews make bands
    permutable, so stencils with a time loop become tileable), or keep the
    original order if the scheduler fails; with smart fusion, isl's unfused
@@ -38,6 +39,7 @@ import dataclasses
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
@@ -679,19 +681,68 @@ def separate_innermost(tree: isl.Schedule) -> isl.Schedule:
     return tree.map_schedule_node_bottom_up(fn)
 
 
-def _generate_bounded(scop, s: Schedule, max_ops: Optional[int], separate: bool = True) -> Tuple[str, List[str]]:
+def _generate_bounded(scop, s: Schedule, max_ops: Optional[int], separate: bool = True,
+                      taken: Sequence[str] = ()) -> Tuple[str, List[str]]:
     ctx = scop.domain.get_ctx()
     tree = separate_innermost(s.tree()) if separate else s.tree()
+    prefix = fresh_counter_prefix(taken)
+    if prefix != "c":
+        scop = _protect_user_names(scop)
     if not max_ops:
-        return generate_region(scop, tree)
-    old = ctx.get_max_operations()
-    ctx.set_max_operations(max_ops)
-    ctx.reset_operations()
-    try:
-        return generate_region(scop, tree)
-    finally:
-        ctx.set_max_operations(old)
+        code, notes = generate_region(scop, tree)
+    else:
+        old = ctx.get_max_operations()
+        ctx.set_max_operations(max_ops)
         ctx.reset_operations()
+        try:
+            code, notes = generate_region(scop, tree)
+        finally:
+            ctx.set_max_operations(old)
+            ctx.reset_operations()
+    return (code if prefix == "c" else _rename_counters(code, prefix)), notes
+
+
+# isl's AST generator names loop counters c0, c1, ...; a file that uses such a name itself (a
+# variable c1 read by a statement) would see the counter instead.  Such files get counters with a
+# prefix no identifier of the file starts a ``prefix<digits>`` name with.
+_COUNTER = re.compile(r"\bc(\d+)\b")
+_KEEP = "__pt_keep_"  # marks the user's own c<digits> names while the counters are renamed
+
+
+def fresh_counter_prefix(taken: Sequence[str]) -> str:
+    """``c`` when no name of ``taken`` is ``c<digits>``, else the first of ``pt_c``, ``pt_c_``, ... that is free.
+
+    >>> fresh_counter_prefix({"x", "c1"}), fresh_counter_prefix({"x"})
+    ('pt_c', 'c')
+    """
+    for k in itertools.count():
+        prefix = "c" if k == 0 else "pt_c" + "_" * (k - 1)
+        pat = re.compile(re.escape(prefix) + r"\d+$")
+        if not any(pat.match(n) for n in taken):
+            return prefix
+    raise AssertionError("unreachable")
+
+
+def _protect_user_names(scop: Scop) -> Scop:
+    """``scop`` with every ``c<digits>`` identifier of its statements' C text marked (see _rename_counters)."""
+    def mark(text):
+        return _COUNTER.sub(lambda m: _KEEP + m.group(0), text) if isinstance(text, str) else text
+
+    stmts = []
+    for st in scop.statements:
+        if st.c_text is None or not _COUNTER.search(st.c_text + " ".join(st.c_reduction or ())):
+            stmts.append(st)
+            continue
+        red = tuple(mark(x) for x in st.c_reduction) if st.c_reduction else st.c_reduction
+        stmts.append(dataclasses.replace(st, c_text=mark(st.c_text), text=mark(st.text), c_reduction=red))
+    return Scop.build(scop.name, stmts, scop.arrays, context=scop.context, schedule=scop.schedule)
+
+
+def _rename_counters(code: str, prefix: str) -> str:
+    """Generated ``c<digits>`` counters renamed to ``prefix<digits>``; the user's marked names restored.
+    Directive lines hold array names and macros, never counters, and are kept as they are."""
+    lines = [ln if ln.lstrip().startswith("#") else _COUNTER.sub(prefix + r"\1", ln) for ln in code.split("\n")]
+    return "\n".join(lines).replace(_KEEP, "")
 
 
 def _rename_in(m: isl.Map, name: str) -> isl.Map:
@@ -734,6 +785,16 @@ def _split_planes(st) -> List[Tuple[int, isl.PwAff]]:
     return planes
 
 
+def _is_partition(domain: isl.Set, pieces: Sequence[isl.Set]) -> bool:
+    """``pieces`` cover ``domain`` exactly and are pairwise disjoint (every instance runs exactly once)."""
+    union = isl.Set.empty(domain.get_space())
+    for k, p in enumerate(pieces):
+        if any(not p.intersect(q).is_empty() for q in pieces[k + 1:]):
+            return False
+        union = union.union(p)
+    return union.is_equal(domain)
+
+
 def split_index_sets(scop, notes: List[str]):
     """Index-set splitting (Pluto's ``--iss``): a statement that reads, along one of its loops, a cell it
     rewrites at one point of that loop (floyd-warshall's ``path[i][k]``, written at ``j == k``) is split
@@ -749,9 +810,17 @@ def split_index_sets(scop, notes: List[str]):
         pieces = [st.domain]
         for x, h in planes:
             v = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(st.domain.get_space()), isl.dim_type.set, x)
-            parts = [v.lt_set(h), v.eq_set(h), v.gt_set(h)]
+            # h is often defined on part of the domain only (floyd-warshall's plane j = k exists only
+            # where k is a value of j; A[k][i] is rewritten at j = k only where i = k): the comparisons
+            # cover that part, and the rest of the domain is a piece of its own -- without it, those
+            # instances would silently disappear from the output.
+            parts = [v.lt_set(h), v.eq_set(h), v.gt_set(h), st.domain.subtract(h.domain())]
             pieces = [p.intersect(q) for p in pieces for q in parts]
             pieces = [p for p in pieces if not p.is_empty()]
+        if len(pieces) >= 2 and not _is_partition(st.domain, pieces):
+            # Never emit a split that loses or repeats an instance; the unsplit statement is always right.
+            notes.append(f"index sets of {st.name} not split: the pieces would not partition its domain")
+            pieces = [st.domain]
         own = flat.intersect_domain(isl.UnionSet.from_set(st.domain))
         if len(pieces) < 2:
             stmts.append(st)
@@ -763,11 +832,10 @@ def split_index_sets(scop, notes: List[str]):
         for k, piece in enumerate(pieces):
             name = f"{st.name}_{k}"
             reads = isl.UnionMap.empty(st.reads().get_space())
-            for r in ([] if st.reads_override is None else [st.reads_override]):
-                parts_r: List[isl.Map] = []
-                r.foreach_map(parts_r.append)
-                for m in parts_r:
-                    reads = reads.union(isl.UnionMap.from_map(_rename_in(m.intersect_domain(piece), name)))
+            parts_r: List[isl.Map] = []
+            st.reads().foreach_map(parts_r.append)
+            for m in parts_r:
+                reads = reads.union(isl.UnionMap.from_map(_rename_in(m.intersect_domain(piece), name)))
             write = _rename_in(st.write_map().intersect_domain(piece), name)
             stmts.append(dataclasses.replace(st, name=name, domain=piece.set_tuple_name(name),
                                              reads_override=reads, write_override=write))
@@ -978,7 +1046,8 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
             code = None
             for separate in (True, False):
                 try:
-                    code, gen_notes = _generate_bounded(use_scop, s, max_operations, separate=separate)
+                    code, gen_notes = _generate_bounded(use_scop, s, max_operations, separate=separate,
+                                                        taken=cs.taken)
                     break
                 except isl.Error as e:
                     last_error = e
@@ -1000,13 +1069,15 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
 def optimize_regions(path, *, tile: bool = True, parallel: bool = True, fusion: str = "smart",
                      hardware: Any = "host", params: Optional[Mapping[str, int]] = None, schedule: Any = None,
                      skip_nonaffine: bool = False, assume_no_alias: bool = False,
-                     function: Optional[str] = None, reassociate: bool = False) -> Tuple[bytes, List[RegionResult]]:
+                     function: Optional[str] = None, reassociate: bool = False, pure: Sequence[str] = (),
+                     cpp_args: Sequence[str] = ()) -> Tuple[bytes, List[RegionResult]]:
     """The optimised file's bytes and what happened to each region (with ``function``: that function's body)."""
     if fusion not in FUSION:
         raise ScheduleError(f"unknown fusion choice {fusion!r}; use one of {', '.join(FUSION)}")
-    raw = Path(path).read_bytes()
+    # extract() reads the file first: a missing file or a directory is a located user error there.
     regions = extract(path, function=function, params=params, skip_nonaffine=skip_nonaffine,
-                      assume_no_alias=assume_no_alias, reassociate=reassociate)
+                      assume_no_alias=assume_no_alias, reassociate=reassociate, pure=pure, cpp_args=cpp_args)
+    raw = Path(path).read_bytes()
     if not regions:
         return raw, []
     l2 = _l2_bytes(hardware) if tile else 1 << 20
@@ -1019,13 +1090,17 @@ def optimize_regions(path, *, tile: bool = True, parallel: bool = True, fusion: 
 
 def optimize_c(path, *, tile: bool = True, parallel: bool = True, fusion: str = "smart", hardware: Any = "host",
                params: Optional[Mapping[str, int]] = None, schedule: Any = None, skip_nonaffine: bool = False,
-               assume_no_alias: bool = False, function: Optional[str] = None, reassociate: bool = False) -> str:
+               assume_no_alias: bool = False, function: Optional[str] = None, reassociate: bool = False,
+               pure: Sequence[str] = (), cpp_args: Sequence[str] = ()) -> str:
     """The C file ``path`` with every ``#pragma scop`` region optimised (tiled, parallel, vectorised).
 
     With ``function``, that function's body is the region instead (``polytile opt --function``).
 
     By default every reduction keeps its order of evaluation, so the output
-    computes bitwise the same values as the original.  ``reassociate=True``
+    computes bitwise the same values as the original -- when both are built
+    with ``-ffp-contract=off`` (otherwise GCC may contract ``a * b + c`` into
+    an FMA in one loop structure and not in the other; see
+    :data:`polytile.crun.DEFAULT_FLAGS`).  ``reassociate=True``
     lets the schedule reorder the updates of reductions (``s += e``,
     ``s -= e``, ``s *= e`` whose ``e`` never reads the updated cell): loops
     over them may be tiled and interchanged, and a reduction into a scalar
@@ -1034,7 +1109,12 @@ def optimize_c(path, *, tile: bool = True, parallel: bool = True, fusion: str = 
     sum(|terms|).
 
     ``params`` fixes parameters (the output is then only valid for those
-    values); ``schedule`` (a file saved by ``polytile schedule -o`` or a list
+    values; a fixed macro, like a macro cpp expanded from a header or a
+    ``-D``, is guarded in the output with ``#if N != value`` / ``#error``);
+    ``pure`` names functions the statements may call besides math.h's and
+    those declared ``__attribute__((const))``/``((pure))``; ``cpp_args``
+    are preprocessor options (``["-I", "utilities", "-DSMALL_DATASET"]``)
+    -- build the output with the same ones; ``schedule`` (a file saved by ``polytile schedule -o`` or a list
     of steps) replaces the automatic choices for every region; regions the
     frontend cannot model raise, or are left untouched with
     ``skip_nonaffine=True``.  Bytes outside the regions are unchanged; a
@@ -1042,5 +1122,5 @@ def optimize_c(path, *, tile: bool = True, parallel: bool = True, fusion: str = 
     """
     out, _ = optimize_regions(path, tile=tile, parallel=parallel, fusion=fusion, hardware=hardware, params=params,
                               schedule=schedule, skip_nonaffine=skip_nonaffine, assume_no_alias=assume_no_alias,
-                              function=function, reassociate=reassociate)
+                              function=function, reassociate=reassociate, pure=pure, cpp_args=cpp_args)
     return out.decode("utf-8", errors="surrogateescape")

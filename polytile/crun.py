@@ -162,6 +162,8 @@ class Call:
     macros: Dict[str, int] = field(default_factory=dict)
     source: bytes = b""
     regions: Tuple[CScop, ...] = ()
+    pure: Tuple[str, ...] = ()  # functions vouched pure (opt --pure)
+    cpp_args: Tuple[str, ...] = ()  # preprocessor options (-I, -D, -U, -std=): every build gets them too
 
     def with_macros(self, text: bytes) -> bytes:
         """``text`` (the file or an optimised version of it) with the macros this call needs."""
@@ -214,12 +216,13 @@ class Call:
         return out, (times if repeat else [])
 
 
-def functions(path, *, function: Optional[str] = None, assume_no_alias: bool = False) -> List[str]:
+def functions(path, *, function: Optional[str] = None, assume_no_alias: bool = False, pure: Sequence[str] = (),
+              cpp_args: Sequence[str] = ()) -> List[str]:
     """Names of the functions holding the file's regions, in file order (``function`` alone if given)."""
     if function is not None:
         return [function]
     names: List[str] = []
-    for cs in extract(path, skip_nonaffine=True, assume_no_alias=assume_no_alias):
+    for cs in extract(path, skip_nonaffine=True, assume_no_alias=assume_no_alias, pure=pure, cpp_args=cpp_args):
         if cs.function not in names:
             names.append(cs.function)
     return names
@@ -228,12 +231,15 @@ def functions(path, *, function: Optional[str] = None, assume_no_alias: bool = F
 def prepare(path, *, sizes: Optional[Mapping[str, int]] = None, scalars: Optional[Mapping[str, float]] = None,
             shapes: Optional[Mapping[str, Sequence[int]]] = None, function: Optional[str] = None,
             whole_function: bool = False, seed: int = 0, assume_no_alias: bool = False,
-            other_sizes: bool = False) -> Call:
+            other_sizes: bool = False, default_size: Optional[int] = None, pure: Sequence[str] = (),
+            cpp_args: Sequence[str] = ()) -> Call:
     """The call of the function holding the regions of ``path`` (or ``function``'s) with random inputs.
 
     ``whole_function`` reads ``function``'s body as the region (``extract(function=...)``) instead of its
     ``#pragma scop`` regions.  ``sizes`` naming nothing of this function are an error (a typo) unless
-    ``other_sizes`` (one set of sizes for several functions).  Raises :class:`PolytileError` naming
+    ``other_sizes`` (one set of sizes for several functions); an integer parameter without a size is
+    ``default_size`` if given (``opt --verify``), else an error.  ``pure`` and ``cpp_args`` are
+    :func:`extract`'s (the builds get ``cpp_args`` too).  Raises :class:`PolytileError` naming
     whatever cannot be supplied.
 
     >>> # prepare("gemm.c", sizes={"ni": 64, "nj": 64, "nk": 64}).inputs["C"].shape -> (64, 64)
@@ -243,7 +249,12 @@ def prepare(path, *, sizes: Optional[Mapping[str, int]] = None, scalars: Optiona
     scalars = {k: float(v) for k, v in (scalars or {}).items()}
     shapes = {k: tuple(int(x) for x in v) for k, v in (shapes or {}).items()}
     fn_arg = function if whole_function else None
-    regions = extract(path, function=fn_arg, skip_nonaffine=True, assume_no_alias=assume_no_alias)
+    from .frontends.c.source import check_cpp_args
+
+    cpp_args = tuple(check_cpp_args(cpp_args))
+    pure = tuple(pure)
+    regions = extract(path, function=fn_arg, skip_nonaffine=True, assume_no_alias=assume_no_alias, pure=pure,
+                      cpp_args=cpp_args)
     if function is not None and not whole_function:
         regions = [cs for cs in regions if cs.function == function]
     if not regions:
@@ -267,6 +278,8 @@ def prepare(path, *, sizes: Optional[Mapping[str, int]] = None, scalars: Optiona
     elif unknown:
         raise PolytileError(f"{path}: {fname}() has no integer parameter or macro named {', '.join(unknown)} "
                             f"(sizes: {', '.join(ints + sorted(used_macros)) or 'none'})")
+    if default_size is not None:
+        sizes.update({n: int(default_size) for n in ints if n not in sizes})
     missing = [n for n in ints if n not in sizes]
     if missing:
         raise PolytileError(f"{path}: {fname}() needs a value for {', '.join(missing)}: pass "
@@ -288,7 +301,8 @@ def prepare(path, *, sizes: Optional[Mapping[str, int]] = None, scalars: Optiona
     macros = {m: sizes[m] for m in file_macros if m in sizes and sizes[m] != file_macros[m]}
     params = {n: values[n] for cs in regions for n in cs.params if n in values}
     params.update({n: sizes[n] for n in ints})
-    concrete = extract(path, function=fn_arg, params=params, skip_nonaffine=True, assume_no_alias=assume_no_alias)
+    concrete = extract(path, function=fn_arg, params=params, skip_nonaffine=True, assume_no_alias=assume_no_alias,
+                       pure=pure, cpp_args=cpp_args)
     concrete = [cs for cs in concrete if cs.function == fname]
     accessed: Dict[str, Tuple[Tuple[int, ...], str]] = {}
     for cs in concrete:
@@ -326,7 +340,7 @@ def prepare(path, *, sizes: Optional[Mapping[str, int]] = None, scalars: Optiona
     region_scalars = {s for cs in regions for s in cs.scalars}
     touched = [a for a in accessed if a not in params_named and a not in region_scalars]
     if touched:
-        glob = {g.name: g for g in file_globals(path)}
+        glob = {g.name: g for g in file_globals(path, cpp_args)}
         for name in touched:
             if name in glob:
                 reached.append(glob[name])
@@ -343,7 +357,8 @@ def prepare(path, *, sizes: Optional[Mapping[str, int]] = None, scalars: Optiona
         inputs[p.name] = random_array(shape, dtype, rng)
     return Call(path, fname, signature, {n: values[n] for n in ints + sorted(used_macros)},
                 {n: scalars.get(n, DEFAULT_SCALAR) for n in floats}, inputs, tuple(global_names), macros,
-                set_macros(path.read_bytes(), macros) if macros else path.read_bytes(), tuple(regions))
+                set_macros(path.read_bytes(), macros) if macros else path.read_bytes(), tuple(regions), pure,
+                cpp_args)
 
 
 def random_array(shape: Tuple[int, ...], dtype: np.dtype, rng) -> np.ndarray:
@@ -494,7 +509,7 @@ def compare_c(call: Call, candidates: Sequence[Variant], *, repeat: int = 10, wa
             else:
                 say(f"{v.name}: polytile opt")
                 opts = {"hardware": hardware, "assume_no_alias": assume_no_alias, "skip_nonaffine": True,
-                        **v.options}
+                        "pure": call.pure, "cpp_args": call.cpp_args, **v.options}
                 text, results = optimise(call.path, function=call.function if whole_function else None, **opts)
                 text = call.with_macros(text)
                 row.steps = _steps_of(results)
@@ -506,7 +521,7 @@ def compare_c(call: Call, candidates: Sequence[Variant], *, repeat: int = 10, wa
                                             else "left as it is") for r in results)
             row.legal = True
             say(f"{v.name}: build")
-            lib = build(text, name=f"{call.function}_{v.name}", flags=flags, include_dir=include)
+            lib = build(text, name=f"{call.function}_{v.name}", flags=[*flags, *call.cpp_args], include_dir=include)
             say(f"{v.name}: run")
             got, times = call.run(lib, repeat=repeat, warmup=warmup)
         except IllegalSchedule as e:
@@ -535,13 +550,49 @@ def compare_c(call: Call, candidates: Sequence[Variant], *, repeat: int = 10, wa
     prov = compare_mod.provenance(
         file=str(call.path), function=call.function, dims=dict(call.sizes), scalars=dict(call.scalars),
         shapes={k: list(a.shape) for k, a in call.inputs.items()}, globals=list(call.globals),
-        macros_set=dict(call.macros), flags=list(flags) + list(_SHARED), baseline=candidates[0].name,
+        macros_set=dict(call.macros), flags=list(flags) + list(call.cpp_args) + list(_SHARED),
+        baseline=candidates[0].name,
         check="bitwise: every array the function reaches equals the baseline build's, byte for byte"
               + ("; reassociated variants: floats within " + ", ".join(f"{k} {v:g}" for k, v in REASSOCIATED_REL.items())
                  + " x the array's max |value|, integers exactly" if any(v.reassociated for v in candidates) else ""),
         inputs="floats uniform in [0.5, 1.5) (square matrices + 2n on the diagonal), integers in [1, 50)",
         repeat=repeat, warmup=warmup, hardware=str(hardware))
     return compare_mod.CompareResult(rows, prov)
+
+
+#: Value of an integer parameter ``opt --verify`` is not told: past one 32-wide tile, so that full and
+#: partial tiles both run, and small enough that O(n^3) kernels take milliseconds.
+VERIFY_SIZE = 37
+
+
+def verify(path, optimised: bytes, *, function: Optional[str] = None, whole_function: bool = False,
+           sizes: Optional[Mapping[str, int]] = None, scalars: Optional[Mapping[str, float]] = None,
+           assume_no_alias: bool = False, pure: Sequence[str] = (), cpp_args: Sequence[str] = (),
+           reassociated: bool = False, flags: Sequence[str] = DEFAULT_FLAGS, seed: int = 0,
+           default_size: int = VERIFY_SIZE) -> List[str]:
+    """Build ``path`` as written and ``optimised`` (its ``polytile opt`` output) with the same flags, call each
+    function holding a region on the same random inputs, and compare every array it reaches; what differs
+    (empty: bitwise identical; ``reassociated``: within :data:`REASSOCIATED_REL`).  This is ``opt --verify``.
+
+    Integer parameters not in ``sizes`` are ``default_size``; macros keep the file's values.
+
+    >>> # verify("gemm.c", Path("gemm.opt.c").read_bytes()) -> []
+    """
+    names = [function] if whole_function and function else functions(
+        path, function=function, assume_no_alias=assume_no_alias, pure=pure, cpp_args=cpp_args)
+    problems: List[str] = []
+    differ = close_difference if reassociated else bitwise_difference
+    for fname in names:
+        call = prepare(path, sizes=sizes, scalars=scalars, function=fname, whole_function=whole_function, seed=seed,
+                       assume_no_alias=assume_no_alias, other_sizes=True, default_size=default_size, pure=pure,
+                       cpp_args=cpp_args)
+        include = call.path.resolve().parent
+        built = [build(text, name=f"{fname}_{tag}", flags=[*flags, *call.cpp_args], include_dir=include)
+                 for tag, text in (("original", call.source), ("opt", call.with_macros(optimised)))]
+        want, _ = call.run(built[0])
+        got, _ = call.run(built[1])
+        problems += [f"{fname}(): {d}" for d in (differ(n, got[n], want[n]) for n in want) if d]
+    return problems
 
 
 def _steps_of(results: Sequence[copt.RegionResult]) -> List[Any]:

@@ -24,8 +24,16 @@ What is modelled
 * statements ``lhs op= expr;``, ``x++;`` and declarations with initialisers:
   the write is the left-hand side (compound assignments and ``++`` also read
   it), the reads are every array element and every region scalar in the
-  expression; expressions may use any arithmetic and calls of functions with
-  scalar arguments (``sqrt``, ``exp``, ``fabs``, ... are assumed pure).
+  expression; expressions may use any arithmetic and calls, with scalar
+  arguments, of functions known to be pure (their result depends on their
+  arguments only, and they change nothing): the math.h functions and
+  ``abs``/``labs``/``llabs`` (:data:`PURE_FUNCTIONS`; ``errno`` is not
+  treated as an output), functions the file declares
+  ``__attribute__((const))`` or ``__attribute__((pure))``, and the names
+  given with ``pure=[...]`` (``polytile opt --pure NAME``).  A call of any
+  other function (``rand()``, a counter) refuses the region: its side
+  effects would be reordered or run in parallel.  A function the file
+  *defines* under a math.h name is not assumed to be the library's.
 * multi-dimensional arrays ``A[i][j+1]``: global or local arrays, array
   parameters ``double A[n][m]`` and pointers to VLAs ``double (*A)[m]``,
   plain pointers ``double *x``.
@@ -46,10 +54,22 @@ region returned ``skipped`` with ``skip_nonaffine=True``): data-dependent
 bounds, conditions or subscripts (``A[B[i]]``, ``j < idx[i]``), non-affine
 products (``i*j``), ``while``/``do``/``switch``, ``break``/``continue``/
 ``goto``/``return``/labels, calls used as statements, calls with pointer
-arguments, pointer dereferences, address-of, struct members, assignments
-inside expressions, writes to loop iterators, and pointers that may overlap
+arguments, calls of functions not known to be pure, ``volatile`` objects,
+pointer dereferences and pointer arithmetic, address-of, struct members,
+assignments inside expressions, writes to loop iterators, and pointers that
+may overlap
 (two pointer arrays, or a pointer and a global, without ``restrict`` where
 one is written) unless ``assume_no_alias=True``.
+
+Integer macros the region expands whose value is not kept as a name (those
+of headers and ``-D``, and file macros fixed by ``params``) are listed in
+:attr:`CScop.guards`; :meth:`CScop.wrap` emits an ``#if NAME != value``
+``#error`` guard for each, so the optimised file refuses to build with
+another value instead of silently computing with the old one.
+
+Generated loop counters (``c0``, ``c1``, ... in isl's AST) get a fresh
+prefix when the file uses such a name itself (:attr:`CScop.taken`, used by
+:mod:`polytile.copt`).
 """
 from __future__ import annotations
 
@@ -69,7 +89,7 @@ from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
 
 from . import affine as A
-from .source import CFrontendError, Source, find_matching_brace, load
+from .source import _INT_BODY, CFrontendError, Source, find_matching_brace, load, option
 
 # ---------------------------------------------------------------------------
 # Results
@@ -120,15 +140,32 @@ class CScop:
     notes: Tuple[str, ...] = ()
     skipped: bool = False
     reason: str = ""
+    # integer macros whose value is baked into the optimised code, with that value (see wrap)
+    guards: Tuple[Tuple[str, int], ...] = ()
+    taken: frozenset = frozenset()  # every identifier of the file (generated names must avoid them)
 
     def wrap(self, code: str) -> str:
         """The replacement for bytes ``[start, end)``: a block with the hoisted declarations, then ``code``.
 
         Generated code binds the iterators itself (``const long i = c0;``), so
-        only declarations made *inside* the region need to be repeated.
+        only declarations made *inside* the region need to be repeated.  Each
+        macro of :attr:`guards` gets an ``#if``/``#error`` pair first: the
+        code was generated for that value only.
         """
         body = [f"  {d}" for d in self.declarations] + [code.rstrip("\n")]
-        return "{\n" + "\n".join(body) + "\n}\n"
+        return guard_text(self.guards) + "{\n" + "\n".join(body) + "\n}\n"
+
+
+def guard_text(guards: Sequence[Tuple[str, int]]) -> str:
+    """``#if NAME != value`` / ``#error`` / ``#endif`` for each baked macro.
+
+    >>> print(guard_text([("N", 120)]), end="")
+    #if N != 120
+    #error "polytile opt: this file was optimised for N=120; re-run polytile opt"
+    #endif
+    """
+    return "".join(f"#if {name} != {value}\n#error \"polytile opt: this file was optimised for {name}={value}; "
+                   f"re-run polytile opt\"\n#endif\n" for name, value in guards)
 
 
 def splice(source: Union[bytes, str], replacements: Sequence[Tuple[CScop, str]]) -> bytes:
@@ -198,6 +235,7 @@ class _Sym:
     ptrptr: bool = False  # double **: its rows are pointers too
     origin: str = "local"  # "param" | "global" | "local" | "region"
     decl: Optional[c_ast.Node] = None
+    volatile: bool = False  # every access must happen, in program order: never modelled
 
     def describe(self) -> str:
         if self.kind == "array":
@@ -207,7 +245,25 @@ class _Sym:
         return {"func": "function", "other": "variable of a type the frontend does not model"}[self.kind]
 
 
+def _is_volatile(decl: c_ast.Decl) -> bool:
+    """``volatile`` anywhere in the declaration (the object, its elements, or what a pointer points to)."""
+    t: Optional[c_ast.Node] = decl
+    while t is not None:
+        if "volatile" in (getattr(t, "quals", None) or []) or "volatile" in (getattr(t, "dim_quals", None) or []):
+            return True
+        t = getattr(t, "type", None)
+        if not isinstance(t, c_ast.Node):
+            return False
+    return False
+
+
 def _sym_from_decl(decl: c_ast.Decl, origin: str, typedefs: Mapping[str, Sequence[str]]) -> _Sym:
+    sym = _sym_from_type(decl, origin, typedefs)
+    sym.volatile = _is_volatile(decl)
+    return sym
+
+
+def _sym_from_type(decl: c_ast.Decl, origin: str, typedefs: Mapping[str, Sequence[str]]) -> _Sym:
     t = decl.type
     if isinstance(t, c_ast.FuncDecl):
         return _Sym(decl.name, "func", None, origin=origin, decl=decl)
@@ -239,6 +295,15 @@ def _sym_from_decl(decl: c_ast.Decl, origin: str, typedefs: Mapping[str, Sequenc
         return _Sym(decl.name, "array", dtype, tuple(dims), restrict, pointer, ptrptr, origin, decl)
     return _Sym(decl.name, "scalar" if dtype else "other", dtype, origin=origin, decl=decl)
 
+
+#: Functions a scop statement may call without a declaration saying so: C's math.h functions
+#: (double and float versions) and stdlib.h's integer ``abs``.  Their results depend on their
+#: arguments only; the one thing they may change, ``errno``, is not treated as an output.
+_MATH = ("sqrt cbrt exp exp2 expm1 log log2 log10 log1p logb pow sin cos tan asin acos atan atan2 sinh cosh tanh "
+         "asinh acosh atanh fabs floor ceil round trunc rint nearbyint lround llround lrint llrint fmod remainder "
+         "fmin fmax fdim fma hypot erf erfc tgamma lgamma copysign nextafter ldexp scalbn ilogb").split()
+PURE_FUNCTIONS = frozenset([*_MATH, *(f + "f" for f in _MATH), *(f + "l" for f in _MATH),
+                            "abs", "labs", "llabs", "isnan", "isinf", "isfinite", "signbit"])
 
 _GEN = c_generator.CGenerator(reduce_parentheses=True)
 
@@ -381,6 +446,10 @@ class _File:
                 self.globals[ext.name] = _sym_from_decl(ext, "global", self.typedefs)
         self._collect_enums()
         self.functions = {ext.decl.name: ext for ext in self.ast.ext if isinstance(ext, c_ast.FuncDef)}
+        # Every identifier of the file and of what it includes, and every macro name: names generated
+        # code introduces must differ from all of them.
+        self.taken = frozenset(re.findall(r"[A-Za-z_]\w*", src.parse_text)) | frozenset(
+            re.findall(r"[A-Za-z_]\w*", src.raw.decode("utf-8", "replace"))) | frozenset(src.defines)
 
     def _parse_error(self, msg: str) -> CFrontendError:
         m = re.match(r"^(.*?):(\d+)(?::(\d+))?: (.*)$", msg, re.S)
@@ -632,8 +701,11 @@ _PREFIX_OPS = ("*", "&", "-", "+", "!", "~", "++", "--")
 
 class _Extractor:
     def __init__(self, file: _File, region: _Region, index: int, fixed: Mapping[str, int], assume_no_alias: bool,
-                 reassociate: bool = False):
+                 reassociate: bool = False, pure: Sequence[str] = ()):
         self.file = file
+        # Known pure: the documented list (unless the file defines a function of that name itself),
+        # what the file declares const/pure, and what the caller vouches for.
+        self.pure = (PURE_FUNCTIONS - set(file.functions)) | file.src.pure | set(pure)
         self.reassociate = reassociate
         self.src = file.src
         self.region = region
@@ -704,6 +776,13 @@ class _Extractor:
     def lookup(self, name: str) -> Optional[_Sym]:
         return self.region_syms.get(name) or self.scope.get(name)
 
+    def not_volatile(self, sym: Optional[_Sym], node: c_ast.Node) -> None:
+        """A volatile object's accesses must all happen, in program order (hardware registers, signal
+        flags): no schedule may reorder, merge or parallelise them, so the region is refused."""
+        if sym is not None and sym.volatile:
+            raise self.fail(node, f"{sym.name} is volatile: its accesses cannot be reordered or run in parallel",
+                            "volatile")
+
     def is_region_scalar(self, name: str) -> bool:
         """A scalar the region assigns or declares: modelled as a 0-d array."""
         if name in self.loop_iters:
@@ -735,6 +814,8 @@ class _Extractor:
                 raise A.NotAffine(node, f"unknown identifier {name}")
             if sym.kind != "scalar" or not _is_integer(sym.dtype):
                 raise A.NotAffine(node, f"{name} is not an integer variable (it is a {sym.describe()})")
+            if sym.volatile:
+                raise A.NotAffine(node, f"{name} is volatile: its value may change between reads")
             return self.param(name, sym.origin, node)
 
         return resolve
@@ -744,7 +825,7 @@ class _Extractor:
             return A.Lin.constant(int(self.fixed[name]))
         if name.lower() in ISL_KEYWORDS or _GENERATED_NAME.match(name) or not re.match(r"^[A-Za-z_]\w*$", name):
             raise A.NotAffine(node, f"parameter {name} cannot stay symbolic (its name is reserved in isl or by "
-                                    f"generated code); fix its value with params={{{name!r}: ...}}")
+                                    f"generated code); fix its value with {option('params', name=name)}")
         self.params_used.setdefault(name, origin)
         return A.Lin.var(name)
 
@@ -960,11 +1041,6 @@ class _Extractor:
             self.reads(operand, ctx, operand_reads)
         for acc in [write] + reads:
             self.accessed.setdefault(acc.array, acc)
-        iters = ctx.iter_map()
-        for ident in _ids(node):
-            if ident.name not in iters and _GENERATED_NAME.match(ident.name):
-                raise self.fail(ident, f"identifier {ident.name} clashes with the loop counters of generated code "
-                                       "(c0, c1, ...): rename it", ident.name)
         text_node = copy.deepcopy(node)
         renames = {c: v for c, v in ctx.loops if c != v}
         if renames:
@@ -983,6 +1059,7 @@ class _Extractor:
             sym = self.lookup(name)
             if sym is None:
                 raise self.fail(node, f"assignment to undeclared {name}", "assignment")
+            self.not_volatile(sym, node)
             if sym.kind == "scalar":
                 return _Access(name, (), node)
             if sym.kind == "array":
@@ -1007,6 +1084,7 @@ class _Extractor:
             raise self.fail(base, f"unknown array {name}", "array access")
         if sym.kind != "array":
             raise self.fail(base, f"{name} is subscripted but is a {sym.describe()}", "array access")
+        self.not_volatile(sym, base)
         rank = len(sym.dims)
         if len(subs) < rank:
             raise self.fail(node, f"{_c(node)} is a pointer into {name} ({rank} dimensions, {len(subs)} "
@@ -1036,6 +1114,7 @@ class _Extractor:
             sym = self.lookup(name)
             if sym is not None and sym.kind == "array":
                 raise self.fail(node, f"array {name} used as a pointer value", "pointer use")
+            self.not_volatile(sym, node)
             return  # read-only scalar, parameter, macro, enumeration constant
         if isinstance(node, c_ast.ArrayRef):
             out.append(self.ref(node, ctx))
@@ -1075,6 +1154,13 @@ class _Extractor:
                     raise self.fail(arg, f"call to {fname}() with a pointer argument ({_c(arg)}): the callee may "
                                          "read or write through it", "call with pointer argument")
                 self.reads(arg, ctx, out)
+            if fname not in self.pure:
+                # An impure call (rand(), a counter, I/O) would be reordered or run in parallel with
+                # itself; refusing the region is the sound choice (skip_nonaffine leaves it as written).
+                raise self.fail(node, f"call to {fname}(), which is not known to be pure: its side effects "
+                                      f"would be reordered or run in parallel; if it only computes from its "
+                                      f"arguments, declare it __attribute__((const)) (or pure) or pass "
+                                      f"{option('pure', name=fname)}", "impure call")
             return
         self.reject_expression(node, "expression")
 
@@ -1130,7 +1216,8 @@ class _Extractor:
         for name, acc, sym in arrays:
             if sym is not None and sym.ptrptr:
                 raise self.fail(acc.node, f"{name} is a pointer to pointers: its rows may overlap; use a pointer to a "
-                                          f"VLA (double (*{name})[m]) or pass assume_no_alias=True", "pointer-to-pointer")
+                                          f"VLA (double (*{name})[m]) or pass {option('assume_no_alias')}",
+                                "pointer-to-pointer")
         for (a, acc_a, sa), (b, acc_b, sb) in itertools.combinations(arrays, 2):
             if sa is None or sb is None or (a not in written and b not in written):
                 continue
@@ -1144,7 +1231,7 @@ class _Extractor:
                                      for n, s in ((a, sa), (b, sb)))
                 raise self.fail(acc.node, f"{kinds} may overlap and the region writes {acc.array}: declare the "
                                           "pointers restrict (double A[restrict n][m], double *restrict x) or pass "
-                                          "assume_no_alias=True", "possible alias")
+                                          f"{option('assume_no_alias')}", "possible alias")
 
     # -- isl objects -------------------------------------------------------------------------
     def build(self) -> CScop:
@@ -1190,7 +1277,39 @@ class _Extractor:
         scalars = tuple(a for a in self.accessed if self.lookup(a).kind == "scalar")
         return CScop(scop, self.src.path, func, self.region.start, self.region.end, self.region.lines,
                      tuple(self.iter_c_names), scalars, tuple(params), dict(self.fixed), dict(self.src.macros),
-                     tuple(self.decls), self.file.signature(self.region.func), tuple(self.notes))
+                     tuple(self.decls), self.file.signature(self.region.func), tuple(self.notes),
+                     guards=self.macro_guards(params), taken=self.file.taken)
+
+    def macro_guards(self, params: Sequence[str]) -> Tuple[Tuple[str, int], ...]:
+        """Integer macros the region's text reaches (directly or through other macros) whose value the
+        generated code bakes in: those cpp expanded (headers, ``-D``) and file macros fixed by ``params``."""
+        defines = self.src.defines
+        text = self.src.raw[self.region.start:self.region.end].decode("utf-8", "replace")
+        todo = [t for t in re.findall(r"[A-Za-z_]\w*", text) if t in defines]
+        seen: Set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo += [t for t in re.findall(r"[A-Za-z_]\w*", defines[name][1]) if t in defines and t not in seen]
+        out = []
+        for name in sorted(seen):
+            args, body, where = defines[name]
+            if where == "system" or args is not None or name in params:
+                continue
+            if name in self.src.macros:  # kept as a name: baked only when fixed
+                if name in self.fixed:
+                    out.append((name, int(self.fixed[name])))
+                continue
+            m = _INT_BODY.match(body)
+            if not m:
+                continue  # not an integer (a type, an expression over other macros: those are followed)
+            lit = m.group(1).replace(" ", "")
+            value = A.c_int_literal(lit.lstrip("+-"))
+            if value is not None:
+                out.append((name, -value if lit.startswith("-") else value))
+        return tuple(out)
 
     def reduction(self, s: _Stmt, tup: str, domain: isl.Set, write: isl.Map) -> Optional[str]:
         """The operator of ``s`` as a reduction whose updates may be reordered, or None.
@@ -1391,7 +1510,8 @@ def _lin_node(l: A.Lin) -> B.Node:
 
 
 def extract(path, *, function: Optional[str] = None, params: Optional[Mapping[str, int]] = None,
-            assume_no_alias: bool = False, skip_nonaffine: bool = False, reassociate: bool = False) -> List[CScop]:
+            assume_no_alias: bool = False, skip_nonaffine: bool = False, reassociate: bool = False,
+            pure: Sequence[str] = (), cpp_args: Sequence[str] = ()) -> List[CScop]:
     """Every ``#pragma scop`` region of the C file ``path`` (or the body of ``function``) as a :class:`CScop`.
 
     ``params`` fixes parameters by name (``{"n": 100, "N": 64}``; macros
@@ -1407,10 +1527,17 @@ def extract(path, *, function: Optional[str] = None, params: Optional[Mapping[st
     (``Store.reduce``): the scheduler may then reorder their updates, which
     changes floating-point rounding (see ``polytile opt --reassociate``).
 
+    ``pure`` names functions the statements may call besides the known pure
+    ones (see the module docstring); ``cpp_args`` are preprocessor options
+    (``["-I", "utilities", "-DSMALL_DATASET"]``).
+
     >>> # [cs] = extract("gemm.c", params={"ni": 8, "nj": 8, "nk": 8})
     >>> # cs.scop.statements[1].c_text -> 'C[i][j] += alpha * A[i][k] * B[k][j];'
     """
-    src = load(str(path))
+    bad = [n for n in pure if not re.fullmatch(r"[A-Za-z_]\w*", str(n))]
+    if bad:
+        raise CFrontendError(f"{option('pure', name=bad[0])}: {bad[0]!r} is not a function name")
+    src = load(str(path), cpp_args)
     file = _File(src)
     fixed = {str(k): int(v) for k, v in (params or {}).items()}
     regions = [file.function_region(function)] if function is not None else file.pragma_regions()
@@ -1421,7 +1548,7 @@ def extract(path, *, function: Optional[str] = None, params: Optional[Mapping[st
         index = per_function.get(fname, 0)
         per_function[fname] = index + 1
         try:
-            ex = _Extractor(file, region, index, fixed, assume_no_alias, reassociate)
+            ex = _Extractor(file, region, index, fixed, assume_no_alias, reassociate, pure)
             ex.run()
             out.append(ex.build())
         except CFrontendError as e:
@@ -1467,7 +1594,7 @@ def show(cscop: CScop) -> str:
     return "\n".join(lines)
 
 
-def file_globals(path) -> Tuple[CParam, ...]:
+def file_globals(path, cpp_args: Sequence[str] = ()) -> Tuple[CParam, ...]:
     """The file-scope variables of the C file ``path``, described like function parameters.
 
     Drivers that call a region's function need the declared extents of the
@@ -1478,7 +1605,7 @@ def file_globals(path) -> Tuple[CParam, ...]:
 
     >>> # file_globals("heat-3d.c") -> (CParam('A', 'array', 'float64', ('N', 'N', 'N')), ...)
     """
-    file = _File(load(str(path)))
+    file = _File(load(str(path), cpp_args))
     out = []
     for ext in file.ast.ext:
         if not isinstance(ext, c_ast.Decl) or not ext.name or isinstance(ext.type, c_ast.FuncDecl):

@@ -22,10 +22,24 @@ read with ``cpp -dM``; before the real preprocessing run every use of such a
 macro (outside ``#if``-family lines) is renamed to ``__pt_m_<NAME>`` so cpp
 leaves it alone, and renamed back in cpp's output.  Derived macros
 (``#define N2 (N*2)``) then expand to expressions over the name ``N``.
+
+Integer macros defined elsewhere -- an included header (PolyBench's
+``#define N 120`` in ``heat-3d.h``) or ``-D`` -- are expanded by cpp, so their
+value ends up in the optimised code.  Their definitions and where they come
+from are read with ``cpp -dD`` (:attr:`Source.defines`), so that the
+optimiser can guard its output against a build with another value
+(:func:`polytile.frontends.c.extract.macro_guards`).
+
+``cpp_args`` (``-I DIR``, ``-D NAME[=VALUE]``, ``-U NAME``, ``-std=...``, as
+``polytile opt`` passes them) reach the preprocessor like gcc's; a file is
+preprocessed whenever they are given.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
+import os
 import re
 import shutil
 import subprocess
@@ -47,6 +61,41 @@ _GNU_WORD = re.compile(r"\b__(attribute__|restrict|restrict__|inline|inline__|ex
                        r"const|signed__)\b")
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*([A-Za-z_]\w*)", re.M)
 _MACRO_PREFIX = "__pt_m_"
+
+
+#: How messages name options: ``"python"`` (``assume_no_alias=True``), else command-line flags
+#: (``--assume-no-alias``), given as a tuple of per-command overrides.
+#: The command line sets it (:func:`cli_spelling`) so that a message names the flag the user can pass.
+_SPELLING: contextvars.ContextVar = contextvars.ContextVar("polytile_c_option_spelling", default="python")
+
+#: option -> (Python spelling, command-line spelling)
+_OPTIONS = {
+    "assume_no_alias": ("assume_no_alias=True", "--assume-no-alias"),
+    "params": ("params={{{name!r}: ...}}", "--param {name}=<int>"),
+    "pure": ("pure=[{name!r}]", "--pure {name}"),
+    "skip_nonaffine": ("skip_nonaffine=True", "--skip-nonaffine"),
+    "cpp_args": ("cpp_args=['-I', DIR]", "-I DIR"),
+}
+
+
+def option(key: str, **fmt) -> str:
+    """How to spell option ``key`` in a message: its Python keyword, or its flag on the command line."""
+    py, cli = _OPTIONS[key]
+    spelling = _SPELLING.get()
+    if spelling == "python":
+        return py.format(**fmt)
+    return dict(spelling).get(key, cli).format(**fmt)
+
+
+@contextlib.contextmanager
+def cli_spelling(**flags: str):
+    """Within this block, frontend messages name command-line flags instead of Python keywords
+    (``flags`` overrides a flag for one command: ``params="--dims {name}=<int>"``)."""
+    token = _SPELLING.set(tuple(flags.items()))
+    try:
+        yield
+    finally:
+        _SPELLING.reset(token)
 
 
 class CFrontendError(PolytileError):
@@ -72,6 +121,10 @@ class Source:
     parse_text: str
     used_cpp: bool
     macros: Dict[str, int] = field(default_factory=dict)  # integer macros kept as names, with their values
+    # every macro defined when the file ends: name -> (parameter list or None, body, where it was defined:
+    # "main", "header" (a header of the user's), "command-line", or "system" (built-in, our fake libc))
+    defines: Dict[str, Tuple[Optional[str], str, str]] = field(default_factory=dict)
+    pure: frozenset = frozenset()  # functions the file declares __attribute__((const)) or ((pure))
     # cpp path only: preprocessed lines and (file, original line) -> preprocessed line index
     pp_lines: List[str] = field(default_factory=list)
     line_map: Dict[Tuple[str, int], int] = field(default_factory=dict)
@@ -127,9 +180,14 @@ class Source:
 # ---------------------------------------------------------------------------
 
 
-def load(path: str) -> Source:
-    """Read ``path`` and produce the text pycparser will parse (see module docstring)."""
+def load(path: str, cpp_args: Sequence[str] = ()) -> Source:
+    """Read ``path`` and produce the text pycparser will parse (see module docstring).
+
+    ``cpp_args`` are preprocessor options (``-I``, ``-D``, ``-U``, ``-std=``; see :func:`check_cpp_args`).
+    """
     p = Path(path)
+    if p.is_dir():
+        raise CFrontendError(f"{path} is a directory, not a C file")
     try:
         raw = p.read_bytes()
     except FileNotFoundError:
@@ -150,9 +208,74 @@ def load(path: str) -> Source:
     clean = blank_comments(text.replace("\r", " "))
     directives = {m.group(1) for m in _DIRECTIVE.finditer(clean)} - {"pragma"}
     src = Source(str(path), raw, lines, starts, clean, False)
-    if directives or "\\\n" in text or _GNU_WORD.search(clean):
-        _preprocess(src, p, clean)
+    src.pure = pure_declarations(clean)
+    cpp_args = check_cpp_args(cpp_args)
+    if directives or "\\\n" in text or _GNU_WORD.search(clean) or cpp_args:
+        _preprocess(src, p, clean, cpp_args)
     return src
+
+
+_ATTRIBUTE = re.compile(r"__attribute__\s*\(\((.*?)\)\)", re.S)
+_PURE_WORDS = {"const", "pure", "__const__", "__pure__"}
+
+
+def pure_declarations(text: str) -> frozenset:
+    """Functions declared (or defined) in ``text`` with ``__attribute__((const))`` or ``((pure))``.
+
+    The attribute may stand before the declaration or after its parameter
+    list; the function is the first identifier followed by ``(`` in the
+    declaration (between the previous ``;``/``}``/``{`` and the next ``;``/``{``).
+    """
+    out = set()
+    for m in _ATTRIBUTE.finditer(text):
+        words = {w.strip().split("(")[0].strip() for w in m.group(1).split(",")}
+        if not words & _PURE_WORDS:
+            continue
+        start = max(text.rfind(c, 0, m.start()) for c in ";{}") + 1
+        ends = [e for e in (text.find(";", m.end()), text.find("{", m.end())) if e >= 0]
+        decl = text[start:min(ends) if ends else len(text)]
+        decl = _ATTRIBUTE.sub(" ", decl)
+        name = re.search(r"([A-Za-z_]\w*)\s*\(", decl)
+        if name:
+            out.add(name.group(1))
+    return frozenset(out)
+
+
+_CPP_ARG = re.compile(r"^-(?:([IDU])(.*)|std=([\w+]+))$")
+
+
+def check_cpp_args(args: Sequence[str]) -> List[str]:
+    """Preprocessor options as gcc takes them, one option per item (``-I``, ``-D``, ``-U`` with their value
+    attached or as the next item; ``-std=c99``); include directories made absolute (cpp runs in the file's
+    directory).  Anything else is refused: these options only choose headers and macros."""
+    out: List[str] = []
+    items = list(args)
+    k = 0
+    while k < len(items):
+        a = str(items[k])
+        m = _CPP_ARG.match(a)
+        if not m:
+            raise CFrontendError(f"preprocessor option {a!r} not understood: use -I DIR, -D NAME[=VALUE], "
+                                 "-U NAME or -std=STANDARD")
+        if m.group(3):
+            out.append(a)
+            k += 1
+            continue
+        flag, value = m.group(1), m.group(2)
+        if not value:
+            if k + 1 >= len(items):
+                raise CFrontendError(f"preprocessor option -{flag} needs a value")
+            value = str(items[k + 1])
+            k += 1
+        k += 1
+        if flag == "I":
+            out += ["-I", os.path.abspath(value)]
+            continue
+        name = value.split("=", 1)[0]
+        if not re.fullmatch(r"[A-Za-z_]\w*", name):
+            raise CFrontendError(f"-{flag} {value}: {name!r} is not a macro name")
+        out += [f"-{flag}", value]
+    return out
 
 
 def blank_comments(text: str) -> str:
@@ -203,7 +326,11 @@ def _run_cpp(cmd: List[str], text: str, cwd: Path, what: str) -> str:
         raise CFrontendError(f"running the C preprocessor failed: {e}") from None
     if r.returncode != 0:
         msg = r.stderr.strip().replace("<stdin>", what)
-        raise CFrontendError(f"the C preprocessor rejected {what}:\n{msg}")
+        hint = ""
+        if "No such file" in msg:
+            hint = (f"\n(headers of other directories need {option('cpp_args')}; system headers the frontend "
+                    f"does not emulate can be added to {FAKE_LIBC})")
+        raise CFrontendError(f"the C preprocessor rejected {what}:\n{msg}{hint}")
     return r.stdout
 
 
@@ -263,11 +390,39 @@ def _rename_macro_uses(text: str, names: Sequence[str]) -> str:
     return "\n".join(out)
 
 
-def _preprocess(src: Source, path: Path, clean: str) -> None:
+def _macro_definitions(cmd: List[str], text: str, cwd: Path, path: str
+                       ) -> Dict[str, Tuple[Optional[str], str, str]]:
+    """Every macro defined at the end of the file, with where it was defined (``cpp -dD``'s line markers)."""
+    out: Dict[str, Tuple[Optional[str], str, str]] = {}
+    where = "main"
+    marker = re.compile(r'^#\s*(\d+)\s+"((?:\\.|[^"\\])*)"')
+    fake = str(FAKE_LIBC)
+    for line in _run_cpp(cmd + ["-dD", "-"], text, cwd, path).splitlines():
+        m = marker.match(line)
+        if m:
+            f = m.group(2)
+            where = ("main" if f == Source.MAIN else "command-line" if f == "<command-line>"
+                     else "system" if f.startswith("<") or f.startswith(fake) else "header")
+            continue
+        d = re.match(r"#define ([A-Za-z_]\w*)(\([^)]*\))? ?(.*)$", line)
+        if d:
+            out[d.group(1)] = (d.group(2), d.group(3).strip(), where)
+            continue
+        u = re.match(r"#undef ([A-Za-z_]\w*)", line)
+        if u:
+            out.pop(u.group(1), None)
+    return out
+
+
+def _preprocess(src: Source, path: Path, clean: str, cpp_args: Sequence[str] = ()) -> None:
     cwd = path.resolve().parent
-    cmd = _preprocessor() + ["-nostdinc", "-I", str(FAKE_LIBC), "-iquote", str(cwd), "-std=c11"]
+    std = [a for a in cpp_args if a.startswith("-std=")] or ["-std=c11"]
+    rest = [a for a in cpp_args if not a.startswith("-std=")]
+    # The user's -I directories come before our fake libc, as gcc searches -I before the system headers.
+    cmd = _preprocessor() + ["-nostdinc", *rest, "-I", str(FAKE_LIBC), "-iquote", str(cwd), std[-1]]
     for d in GNU_DEFINES:
         cmd += ["-D", d]
+    src.defines = _macro_definitions(cmd, clean, cwd, str(path))
     src.macros = _integer_macros(cmd, clean, cwd, str(path))
     text = _rename_macro_uses(clean, sorted(src.macros)) if src.macros else clean
     out = _run_cpp(cmd + ["-"], text, cwd, str(path))
