@@ -26,16 +26,14 @@ import cgen
 import islpy as isl
 import numpy as np
 
+from polytile import dtypes as D
 from polytile.errors import InternalError, ScheduleError
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
 
 from . import microkernel, pack
 
-CTYPE = {
-    "float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
-    "int64": "int64_t", "bool": "_Bool", "uint8": "uint8_t",
-}
+CTYPE = dict(D.C_TYPES)
 _FLOAT = ("float32", "float64")
 
 PRELUDE = r"""#include <math.h>
@@ -53,16 +51,47 @@ static inline float pt_max_float32(float a, float b) { return (a != a || a > b) 
 static inline float pt_min_float32(float a, float b) { return (a != a || a < b) ? a : b; }
 static inline double pt_max_float64(double a, double b) { return (a != a || a > b) ? a : b; }
 static inline double pt_min_float64(double a, double b) { return (a != a || a < b) ? a : b; }
-static inline int32_t pt_max_int32(int32_t a, int32_t b) { return a > b ? a : b; }
-static inline int32_t pt_min_int32(int32_t a, int32_t b) { return a < b ? a : b; }
-static inline int64_t pt_max_int64(int64_t a, int64_t b) { return a > b ? a : b; }
-static inline int64_t pt_min_int64(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int8_t pt_max_int8(int8_t a, int8_t b) { return a > b ? a : b; }
 static inline int8_t pt_min_int8(int8_t a, int8_t b) { return a < b ? a : b; }
 static inline int16_t pt_max_int16(int16_t a, int16_t b) { return a > b ? a : b; }
 static inline int16_t pt_min_int16(int16_t a, int16_t b) { return a < b ? a : b; }
+static inline int32_t pt_max_int32(int32_t a, int32_t b) { return a > b ? a : b; }
+static inline int32_t pt_min_int32(int32_t a, int32_t b) { return a < b ? a : b; }
+static inline int64_t pt_max_int64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t pt_min_int64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline uint8_t pt_max_uint8(uint8_t a, uint8_t b) { return a > b ? a : b; }
+static inline uint8_t pt_min_uint8(uint8_t a, uint8_t b) { return a < b ? a : b; }
+static inline uint16_t pt_max_uint16(uint16_t a, uint16_t b) { return a > b ? a : b; }
+static inline uint16_t pt_min_uint16(uint16_t a, uint16_t b) { return a < b ? a : b; }
+static inline uint32_t pt_max_uint32(uint32_t a, uint32_t b) { return a > b ? a : b; }
+static inline uint32_t pt_min_uint32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+static inline uint64_t pt_max_uint64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static inline uint64_t pt_min_uint64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline _Bool pt_max_bool(_Bool a, _Bool b) { return a || b; }
 static inline _Bool pt_min_bool(_Bool a, _Bool b) { return a && b; }
+/* C's integer division (toward zero), pinned down where C leaves it undefined: x / 0 == 0 and MIN / -1 wraps. */
+static inline int8_t pt_div_int8(int8_t a, int8_t b) { return b == 0 ? 0 : (b == -1 ? (int8_t)(0 - (uint8_t)a) : (int8_t)(a / b)); }
+static inline int16_t pt_div_int16(int16_t a, int16_t b) { return b == 0 ? 0 : (b == -1 ? (int16_t)(0 - (uint16_t)a) : (int16_t)(a / b)); }
+static inline int32_t pt_div_int32(int32_t a, int32_t b) { return b == 0 ? 0 : (b == -1 ? (int32_t)(0 - (uint32_t)a) : (int32_t)(a / b)); }
+static inline int64_t pt_div_int64(int64_t a, int64_t b) { return b == 0 ? 0 : (b == -1 ? (int64_t)(0 - (uint64_t)a) : (int64_t)(a / b)); }
+static inline uint8_t pt_div_uint8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a / b) : 0; }
+static inline uint16_t pt_div_uint16(uint16_t a, uint16_t b) { return b ? (uint16_t)(a / b) : 0; }
+static inline uint32_t pt_div_uint32(uint32_t a, uint32_t b) { return b ? (uint32_t)(a / b) : 0; }
+static inline uint64_t pt_div_uint64(uint64_t a, uint64_t b) { return b ? (uint64_t)(a / b) : 0; }
+static inline _Bool pt_div_bool(_Bool a, _Bool b) { return a && b; }
+/* float -> integer as PlaidML's kernels convert: truncate to 64 bits, keep the low bits; NaN and |x| >= 2^63 give 0. */
+static inline int8_t pt_cvt_int8(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (int8_t)(uint64_t)(int64_t)x : 0; }
+static inline int16_t pt_cvt_int16(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (int16_t)(uint64_t)(int64_t)x : 0; }
+static inline int32_t pt_cvt_int32(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (int32_t)(uint64_t)(int64_t)x : 0; }
+static inline int64_t pt_cvt_int64(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)(uint64_t)(int64_t)x : 0; }
+static inline uint8_t pt_cvt_uint8(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint8_t)(uint64_t)(int64_t)x : 0; }
+static inline uint16_t pt_cvt_uint16(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint16_t)(uint64_t)(int64_t)x : 0; }
+static inline uint32_t pt_cvt_uint32(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint32_t)(uint64_t)(int64_t)x : 0; }
+static inline uint64_t pt_cvt_uint64(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint64_t)(uint64_t)(int64_t)x : 0; }
+static inline long pt_clamp(long x, long lo, long hi) { return x < lo ? lo : (x > hi ? hi : x); }
+/* PlaidML's round(): half away from zero. */
+static inline double pt_round(double x) { return x < 0 ? -floor(-x + 0.5) : floor(x + 0.5); }
+static inline float pt_roundf(float x) { return x < 0 ? -floorf(-x + 0.5f) : floorf(x + 0.5f); }
 /* numpy integer power (non-negative exponents; negative ones give 0 like C truncation). */
 static inline int64_t pt_ipow(int64_t b, int64_t e) {
   int64_t r = 1;
@@ -112,9 +141,14 @@ def c_const(value, dtype: str) -> str:
             text = repr(v)
         return f"(({ctype(dtype)}){text})"
     v = int(value)
+    if dtype.startswith("uint"):
+        return f"(({ctype(dtype)}){v}ULL)" if v >= 2 ** 31 else str(v)
     if v == -(2 ** 63):
         return "INT64_MIN"
-    return str(v) if -(2 ** 31) < v < 2 ** 31 else f"{v}LL"
+    if v < 0:
+        # Parenthesised: '-(-2)' must never print as '--2'.
+        return f"({v})" if -(2 ** 31) < v else f"({v}LL)"
+    return str(v) if v < 2 ** 31 else f"{v}LL"
 
 
 class BodyPrinter:
@@ -135,6 +169,8 @@ class BodyPrinter:
         text = self.expr(n)
         if n.dtype == dtype:
             return text
+        if D.is_integer(dtype) and D.is_float(n.dtype):
+            return f"pt_cvt_{dtype}({text})"
         return f"(({ctype(dtype)})({text}))"
 
     def expr(self, n: B.Node) -> str:
@@ -145,13 +181,26 @@ class BodyPrinter:
         if isinstance(n, B.Load):
             return self.access(n.array, n.index)
         if isinstance(n, B.Neg):
-            return f"(-{self.as_type(n.operand, n.dtype)})"
+            return self._narrow(f"(-{self.as_type(n.operand, n.dtype)})", n.dtype)
+        if isinstance(n, B.Clamp):
+            return f"pt_clamp({self.as_type(n.operand, 'int64')}, {n.lo}, {n.hi})"
         if isinstance(n, B.Cast):
             return self.as_type(n.operand, n.dtype)
         if isinstance(n, B.Bin):
             if n.op == "//":
                 return f"pt_floordiv({self.expr(n.a)}, {self.expr(n.b)})"
-            return f"({self.as_type(n.a, n.dtype)} {n.op} {self.as_type(n.b, n.dtype)})"
+            a, b = self.as_type(n.a, n.dtype), self.as_type(n.b, n.dtype)
+            if n.op == "/" and n.dtype not in _FLOAT and n.dtype != B.INDEX or n.op == "/" and n.dtype == "bool":
+                return f"pt_div_{n.dtype}({a}, {b})"
+            if n.op in ("<<", ">>"):
+                # Count modulo the width (the oracle's rule); shift the unsigned bits so '<<' never overflows.
+                w = D.width(n.dtype)
+                if n.dtype == "bool":
+                    return f"((_Bool)((({a}) {n.op} (({b}) & 7)) & 1))"
+                u = "u" + n.dtype if not n.dtype.startswith("u") else n.dtype
+                return f"(({ctype(n.dtype)})(({ctype(u)})({a}) {n.op} (({b}) & {w - 1})))" if n.op == "<<" \
+                    else f"(({ctype(n.dtype)})(({a}) >> (({b}) & {w - 1})))"
+            return self._narrow(f"({a} {n.op} {b})", n.dtype)
         if isinstance(n, B.Cmp):
             return f"({self.as_type(n.a, n.operand_dtype)} {n.op} {self.as_type(n.b, n.operand_dtype)})"
         if isinstance(n, B.Select):
@@ -160,37 +209,42 @@ class BodyPrinter:
             return self.call(n)
         raise InternalError(f"cannot print body node {n!r}")
 
+    def _narrow(self, text: str, dtype: str) -> str:
+        """C computes narrow integers in int: convert back so the value wraps as the oracle's does."""
+        if dtype in ("bool", "int8", "int16", "uint8", "uint16"):
+            return f"(({ctype(dtype)}){text})"
+        return text
+
     def call(self, n: B.Call) -> str:
+        """Builtins with PlaidML's meaning (see :mod:`polytile.elemwise`)."""
         d = n.dtype
         f = n.func
         isf = d in _FLOAT
         suffix = "f" if d == "float32" else ""
         args = [self.as_type(a, d) for a in n.args]
         one = c_const(1, d)
-        if f in ("exp", "log", "sqrt", "tanh", "sin", "cos", "tan", "floor", "ceil"):
-            if not isf:  # numpy keeps integers for floor/ceil
-                return args[0]
-            return f"{f}{suffix}({args[0]})"
-        if f == "round":
-            # np.round rounds half to even, which is rint under the default rounding mode.
-            return f"rint{suffix}({args[0]})" if isf else args[0]
+        math_name = {"asin": "asin", "acos": "acos", "atan": "atan", "erf": "erf"}.get(f, f)
+        if f in ("exp", "log", "sqrt", "tanh", "sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "erf",
+                 "floor", "ceil", "round", "pow"):
+            name = "pt_round" if f == "round" else math_name
+            if isf:
+                return f"{name}{suffix}({', '.join(args)})"
+            # An integer argument: computed in double, truncated back (the oracle's rule).
+            dargs = ", ".join(f"(double)({a})" for a in args)
+            return f"pt_cvt_{d}({name}({dargs}))"
         if f == "abs":
-            if isf:
-                return f"fabs{suffix}({args[0]})"
             x = args[0]
-            return f"(({x}) < 0 ? -({x}) : ({x}))"
-        if f == "pow":
-            if isf:
-                return f"pow{suffix}({args[0]}, {args[1]})"
-            return f"(({ctype(d)})pt_ipow({args[0]}, {args[1]}))"
+            return self._narrow(f"(({x}) < 0 ? -({x}) : ({x}))", d)
+        if f == "max":
+            return f"(({args[0]}) < ({args[1]}) ? ({args[1]}) : ({args[0]}))"
+        if f == "min":
+            return f"(({args[0]}) < ({args[1]}) ? ({args[0]}) : ({args[1]}))"
+        if f == "relu":
+            return f"(({args[0]}) < 0 ? {c_const(0, d)} : ({args[0]}))"
         if f == "sigmoid":
             return f"({one} / ({one} + exp{suffix}(-{args[0]})))"
         if f == "recip":
-            return f"({one} / {args[0]})"
-        if f in ("max", "min"):
-            return f"pt_{f}_{d}({args[0]}, {args[1]})"
-        if f == "relu":
-            return f"pt_max_{d}({args[0]}, {c_const(0, d)})"
+            return f"({one} / {args[0]})" if isf else f"pt_div_{d}({one}, {args[0]})"
         raise InternalError(f"no C rendering of builtin {f}() for {d}")
 
     def store(self, s: B.Store) -> str:
@@ -200,6 +254,8 @@ class BodyPrinter:
         if s.reduce is None:
             return f"{target} = {value};"
         if s.reduce in ("+", "*"):
+            if arr.dtype in ("bool", "int8", "int16", "uint8", "uint16"):
+                return f"{target} = {self._narrow(f'({target} {s.reduce} {value})', arr.dtype)};"
             return f"{target} {s.reduce}= {value};"
         return f"{target} = pt_{s.reduce}_{arr.dtype}({target}, {value});"
 
@@ -520,6 +576,11 @@ class AstPrinter:
         return cgen.Line(stmt)
 
 
+def _comment(text: str) -> str:
+    """Text safe inside ``/* ... */``."""
+    return text.replace("*/", "* /").replace("\\\n", " ")
+
+
 def _mark_items(mark: str) -> List[Tuple[str, str]]:
     """``[(op, array), ...]`` of a ``parallel +:C,max:M`` or ``simd +:s`` mark (none for a bare one)."""
     parts = mark.split(" ", 1)
@@ -607,11 +668,12 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
         cgen.Line(f"int {entry}({sig})"),
         cgen.Block(decls + alloc + body + free + [cgen.Line("return 0;")]),
     )
-    comments = [f" * {ln}" for ln in header.splitlines()] if header else []
+    # User text inside a C comment: '*/' would end it early.
+    comments = [f" * {_comment(ln)}" for ln in header.splitlines()] if header else []
     for s in scop.statements:
-        comments.append(f" * {s.name}: {s.text or s.kind}")
+        comments.append(f" * {s.name}: {_comment(s.text or s.kind)}")
     for note in printer.notes:
-        comments.append(f" * note: {note}")
+        comments.append(f" * note: {_comment(note)}")
     banner = "/* Generated by polytile.\n" + "\n".join(comments) + "\n */\n"
     vtypes = "".join(microkernel.vec_typedef(d, v, ctype(d)) + "\n" for d, v in sorted(printer.vector_types))
     helpers = "".join(str(f) + "\n\n" for f in printer.outlined)

@@ -70,7 +70,7 @@ class Ref:
 
 @dataclass(frozen=True)
 class Unary:
-    """``-x``."""
+    """``-x`` or ``~x`` (bitwise not)."""
 
     op: str
     operand: "Expr"
@@ -79,7 +79,7 @@ class Unary:
 
 @dataclass(frozen=True)
 class Binary:
-    """``lhs op rhs`` with op in ``+ - * / == != < > <= >=``."""
+    """``lhs op rhs`` with op in ``+ - * / == != < > <= >= & | ^ << >>``."""
 
     op: str
     lhs: "Expr"
@@ -108,7 +108,7 @@ class Cond:
 
 Expr = Union[Int, Float, Index, Ref, Unary, Binary, Call, Cond]
 
-BINARY_OPS = ("+", "-", "*", "/", "==", "!=", "<", ">", "<=", ">=")
+BINARY_OPS = ("+", "-", "*", "/", "==", "!=", "<", ">", "<=", ">=", "&", "|", "^", "<<", ">>")
 COMPARISONS = ("==", "!=", "<", ">", "<=", ">=")
 
 
@@ -275,8 +275,9 @@ class Program:
 # ---------------------------------------------------------------------------
 
 # C precedence, higher binds tighter.
-_PREC = {"?": 1, "==": 2, "!=": 2, "<": 3, ">": 3, "<=": 3, ">=": 3, "+": 4, "-": 4, "*": 5, "/": 5}
-_UNARY_PREC = 6
+_PREC = {"?": 1, "|": 2, "^": 3, "&": 4, "==": 5, "!=": 5, "<": 6, ">": 6, "<=": 6, ">=": 6, "<<": 7, ">>": 7,
+         "+": 8, "-": 8, "*": 9, "/": 9}
+_UNARY_PREC = 10
 
 
 # Words the lexer reads as keywords; a lowercase-class name spelled like one

@@ -11,6 +11,7 @@ only from the stages before it.  ``POLYTILE_DEBUG=1`` prints each stage,
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from . import deps as deps_mod
 from . import ir, sema
 from . import reference as reference_mod
 from .config import debug_log, get_config
-from .errors import PolytileError, ShapeError
+from .errors import PolytileError, ShapeError, TileSyntaxError
 from .frontends.tile import parse, parse_file
 from .poly.scop import Scop
 from .poly.tile import lower as lower_to_scop
@@ -39,6 +40,34 @@ GPU_TARGETS = ("cuda", "cuda-emulate")
 SourceLike = Union[str, os.PathLike, ir.Program]
 
 
+def _is_path(source) -> bool:
+    """Whether ``source`` names a file rather than holding Tile text -- decided explicitly:
+
+    a ``pathlib.Path`` (any ``os.PathLike``) is a path; a str containing ``{``,
+    a line break or the word ``function`` is program text; any other str is a
+    path if it ends in ``.tile`` or names an existing file; anything else is
+    a TileSyntaxError (a ValueError) saying it is neither, never an OSError.
+    """
+    import re
+
+    if isinstance(source, os.PathLike):
+        return True
+    if not isinstance(source, str):
+        raise TypeError(f"expected Tile text, a path or a Program, got {type(source).__name__}")
+    if "{" in source or "\n" in source or re.search(r"\bfunction\b", source):
+        return False
+    if source.endswith(".tile"):
+        return True
+    try:
+        if os.path.isfile(source):
+            return True
+    except (OSError, ValueError):
+        pass
+    shown = source if len(source) <= 60 else source[:57] + "..."
+    raise TileSyntaxError(f"{shown!r} is neither Tile program text (`function (...) -> (...) {{ ... }}`) "
+                          f"nor an existing .tile file")
+
+
 def load_program(source: SourceLike) -> ir.Program:
     """A checked Program from Tile text, a path to a ``.tile`` file, or a Program.
 
@@ -47,10 +76,14 @@ def load_program(source: SourceLike) -> ir.Program:
     """
     if isinstance(source, ir.Program):
         prog = source
-    elif isinstance(source, os.PathLike) or (isinstance(source, str) and "{" not in source):
+    elif _is_path(source):
         path = Path(source)
-        if not path.is_file():
-            raise PolytileError(f"no such Tile file: {path}" if not path.exists() else f"not a file: {path}")
+        try:
+            is_file, exists = path.is_file(), path.exists()
+        except OSError as e:  # e.g. a name too long for the file system
+            raise PolytileError(f"cannot use {str(path)[:80]!r} as a Tile file: {e.strerror or e}") from None
+        if not is_file:
+            raise PolytileError(f"no such Tile file: {path}" if not exists else f"not a file: {path}")
         try:
             prog = parse_file(str(path))
         except UnicodeDecodeError as e:
@@ -221,10 +254,11 @@ def load_hardware(name: str):
     return _HARDWARE[name]
 
 
-def specialize(program: ir.Program, shapes, dtypes, options: Options, *, build: bool = True) -> Specialization:
-    """Run the passes for concrete shapes/dtypes; with ``build``, compile and load too."""
+def specialize(program: ir.Program, shapes, dtypes, options: Options, *, build: bool = True,
+               sizes: Optional[Mapping[str, int]] = None) -> Specialization:
+    """Run the passes for concrete shapes/dtypes (and size inputs' values); with ``build``, compile and load too."""
     t0 = time.perf_counter()
-    bound = sema.bind(program, shapes, dtypes)
+    bound = sema.bind(program, shapes, dtypes, sizes)
     _stage("bind", t0)
     t0 = time.perf_counter()
     scop = lower_to_scop(bound)
@@ -260,6 +294,7 @@ class Kernel:
         self.program = program
         self.options = options
         self._cache: Dict[str, Specialization] = {}
+        self._scalar_inputs = frozenset(i.name for i in program.inputs if not i.dims)
 
     def __repr__(self) -> str:
         ins = ", ".join(i.name for i in self.program.inputs)
@@ -291,19 +326,27 @@ class Kernel:
             raise ShapeError(f"expected {len(names)} inputs ({', '.join(names)}), got {len(args)}")
         return tuple(out)
 
+    def _sizes(self, args, named) -> Dict[str, Any]:
+        """Inputs passed as numbers (size inputs, Python int/float constants): kernels specialise on them."""
+        if not self._scalar_inputs:
+            return {}
+        return reference_mod.constants(self.program, args, named)
+
     def specialize(self, *args, **named) -> Specialization:
         arrays = self._arrays(args, named)
-        return self.specialize_shapes([a.shape for a in arrays], [a.dtype for a in arrays])
+        return self.specialize_shapes([a.shape for a in arrays], [a.dtype for a in arrays],
+                                      sizes=self._sizes(args, named))
 
-    def specialize_shapes(self, shapes, dtypes, *, build: bool = True) -> Specialization:
-        key = (tuple(tuple(s) for s in shapes), tuple(np.dtype(d).name for d in dtypes), build)
+    def specialize_shapes(self, shapes, dtypes, *, build: bool = True, sizes=None) -> Specialization:
+        sizes = dict(sizes or {})
+        key = (tuple(tuple(s) for s in shapes), tuple(np.dtype(d).name for d in dtypes), build, sorted(sizes.items()))
         skey = repr(key)
         spec = self._cache.get(skey)
         if spec is None:
             if self.options.target in GPU_TARGETS:
                 spec = self._gpu(shapes, dtypes).spec
             else:
-                spec = specialize(self.program, shapes, dtypes, self.options, build=build)
+                spec = specialize(self.program, shapes, dtypes, self.options, build=build, sizes=sizes)
             self._cache[skey] = spec
         return spec
 
@@ -333,7 +376,8 @@ class Kernel:
         arrays = self._arrays(args, named)
         if self.options.target in GPU_TARGETS:
             return self._gpu([a.shape for a in arrays], [a.dtype for a in arrays])(*arrays)
-        spec = self.specialize_shapes([a.shape for a in arrays], [a.dtype for a in arrays])
+        spec = self.specialize_shapes([a.shape for a in arrays], [a.dtype for a in arrays],
+                                      sizes=self._sizes(args, named))
         return run_specialization(spec, arrays)
 
     def source(self, *args, **named) -> str:
@@ -349,9 +393,17 @@ class Kernel:
 def run_specialization(spec: Specialization, arrays: Sequence[np.ndarray]):
     """Allocate outputs and temporaries, call the compiled function, return the outputs."""
     bufs = {}
-    inputs = [np.ascontiguousarray(a) for a in arrays]
-    for arr_info, a in zip([p for p in spec.source.params if p.kind == "input"], inputs):
-        bufs[arr_info.name] = a
+    given = {name: a for name, a in zip(spec.bound.program.input_names, arrays)}
+    for p in spec.source.params:
+        if p.kind == "input":
+            raw = given[p.source_name]
+            if p.source_name in spec.bound.sizes:
+                # A constant also read as a 0-d tensor: int32, as PlaidML types every Integer/Real.
+                raw = np.array(math.trunc(spec.bound.sizes[p.source_name]), dtype=p.dtype)
+            a = raw if raw.flags.c_contiguous else np.ascontiguousarray(raw)  # (keeps 0-d arrays 0-d)
+            if a.dtype.name != p.dtype or a.shape != tuple(p.shape):
+                raise ShapeError(f"input {p.source_name}: expected {p.dtype}{list(p.shape)}, got {a.dtype}{list(a.shape)}")
+            bufs[p.name] = a
     for p in spec.source.params:
         if p.kind != "input":
             bufs[p.name] = np.empty(p.shape, dtype=p.dtype)
@@ -454,5 +506,5 @@ def reference(source: SourceLike, *arrays, **named):
     if named:
         names = prog.input_names
         arrays = tuple(arrays) + tuple(named[n] for n in names[len(arrays):])
-    return reference_mod.run(prog, *[np.asarray(a) for a in arrays])
+    return reference_mod.run(prog, *arrays)
 

@@ -51,7 +51,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from . import ir, sema
+from . import desugar, ir, sema
+from . import dtypes as D
 from .errors import CollisionError, InternalError, NonAffineError, ShapeError, TileSemanticError
 from .ir import Binary, Contraction, DimDef, Float, Index, Int, Program, Ref, Unary, format_expr
 
@@ -524,9 +525,9 @@ def _enumerate_contraction(bound: sema.Bound, stmt: Contraction, env: Dict[str, 
         if stmt.combo is None:
             v = got[0]
         elif stmt.combo == "+":
-            v = got[0] + got[1]
+            v = got[0].astype(dtype) + got[1].astype(dtype)  # C converts both operands first
         elif stmt.combo == "*":
-            v = got[0] * got[1]
+            v = got[0].astype(dtype) * got[1].astype(dtype)
         elif stmt.combo == "==":
             v = (got[0] == got[1]).astype(dtype)
         else:  # '?'
@@ -651,11 +652,17 @@ def evaluate(program: Program, arrays: Sequence[np.ndarray] = (), **named) -> Di
         >>> evaluate(p, [np.arange(3)])["Y"]
         array([0, 2, 4])
     """
+    sizes = constants(program, arrays, named)
     arrs = _collect(program, arrays, named)
-    bound = sema.bind(program, [a.shape for a in arrs], [a.dtype for a in arrs])
-    env: Dict[str, Union[np.ndarray, int]] = dict(bound.dims)
+    bound = sema.bind(program, [a.shape for a in arrs], [a.dtype for a in arrs], sizes)
+    program = bound.program
+    env: Dict[str, Union[np.ndarray, int, float]] = dict(bound.sizes)  # constants: Python numbers
+    env.update(bound.dims)
     out: Dict[str, np.ndarray] = {}
+    prng: Dict[str, np.ndarray] = {}
     for inp, a in zip(program.inputs, arrs):
+        if inp.name in sizes:
+            continue
         env[inp.name] = a
         out[inp.name] = a
     with np.errstate(all="ignore"):
@@ -665,6 +672,8 @@ def evaluate(program: Program, arrays: Sequence[np.ndarray] = (), **named) -> Di
             info = bound.tensors[s.target]
             if isinstance(s, Contraction):
                 r = _contraction(bound, s, env)
+            elif isinstance(s.expr, ir.Call) and s.expr.func in desugar.SPECIAL:
+                r = _special(bound, s, env, prng)
             else:
                 r = np.array(sema.eval_elementwise(s.expr, env), copy=True)
                 if r.shape != info.shape:
@@ -678,6 +687,87 @@ def evaluate(program: Program, arrays: Sequence[np.ndarray] = (), **named) -> Di
             env[s.target] = r
             out[s.target] = r
     return out
+
+
+def constants(program: Program, arrays=(), named=None) -> Dict[str, Union[int, float]]:
+    """Inputs passed as numbers: size inputs (whose integer value binds a dimension) and, like
+    PlaidML's ``Integer``/``Real``, Python ``int``/``float`` values for inputs declared without
+    dimensions (constants: typed int32 as PlaidML types them, computed with their exact value).
+
+        >>> from polytile.frontends.tile import parse
+        >>> constants(parse("function (X[N], S) -> (Y) { Y = X * S; }"), [np.ones(2), 2.5])
+        {'S': 2.5}
+    """
+    named = named or {}
+    raw = dict(zip(program.input_names, arrays))
+    raw.update({k: v for k, v in named.items() if k in program.input_names})
+    sized = set(desugar.size_inputs(desugar.normalize(program)))
+    out: Dict[str, Union[int, float]] = {}
+    for inp in program.inputs:
+        if inp.dims or inp.name not in raw:
+            continue
+        v = raw[inp.name]
+        if inp.name in sized:
+            out[inp.name] = _size_value(inp.name, v)
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            out[inp.name] = v  # PlaidML's Integer / Real: a constant, folded into the kernel
+    return out
+
+
+def _size_value(name: str, a) -> int:
+    a = np.asarray(a)
+    if a.dtype.kind not in "iu" or a.size != 1:
+        raise ShapeError(f"{name} is used as a size: pass one integer, got {a.dtype} of shape {a.shape}")
+    return int(a.reshape(-1)[0])
+
+
+def taus88(state: np.ndarray, count: int) -> Tuple[np.ndarray, np.ndarray]:
+    """PlaidML's generator: ``count`` uniform float32 values and the state after them.
+
+    Each of the 2048 lanes ``j`` of a ``uint32[3, 2048]`` state is a combined
+    Tausworthe generator (L'Ecuyer's taus88) that makes values ``j``,
+    ``j + 2048``, ...; a value is ``float(s1 ^ s2 ^ s3) / 2**32``, as in
+    PlaidML's ``prng_step`` kernel.
+
+        >>> st = np.arange(1, 6145, dtype=np.uint32).reshape(3, 2048) * np.uint32(977)
+        >>> v, new = taus88(st, 3)
+        >>> v.dtype, new.shape, bool(((0 <= v) & (v <= 1)).all())
+        (dtype('float32'), (3, 2048), True)
+    """
+    s = np.array(state, dtype=np.uint32, copy=True)
+    lanes = s.shape[1]
+    out = np.empty(count, dtype=np.float32)
+    s1, s2, s3 = s[0], s[1], s[2]
+    for t in range(0, count, lanes):
+        n = min(lanes, count - t)
+        a, b, c = s1[:n], s2[:n], s3[:n]
+        a[:] = ((a & np.uint32(4294967294)) << np.uint32(12)) ^ (((a << np.uint32(13)) ^ a) >> np.uint32(19))
+        b[:] = ((b & np.uint32(4294967288)) << np.uint32(4)) ^ (((b << np.uint32(2)) ^ b) >> np.uint32(25))
+        c[:] = ((c & np.uint32(4294967280)) << np.uint32(17)) ^ (((c << np.uint32(3)) ^ c) >> np.uint32(11))
+        out[t:t + n] = ((a ^ b ^ c).astype(np.float32).astype(np.float64) / 4294967296.0).astype(np.float32)
+    return out, s
+
+
+def _special(bound: sema.Bound, s, env, prng: Dict[str, np.ndarray]) -> np.ndarray:
+    """reshape / gather / shape / prng_* with numpy (shapes checked by sema)."""
+    e = s.expr
+    info = bound.tensors[s.target]
+    x = np.asarray(env[e.args[0].name])
+    if e.func == "reshape":
+        return np.array(x.reshape(info.shape), copy=True)
+    if e.func == "gather":
+        idx = np.asarray(env[e.args[1].name]).astype(np.int64)
+        # Out-of-range indices are clamped (PlaidML clamps; it never reads outside the data).
+        return np.array(x[np.clip(idx, 0, x.shape[0] - 1)], copy=True)
+    if e.func == "shape":
+        return np.array(x.shape, dtype=np.int32).reshape(info.shape)
+    if e.func == "prng_step":
+        values, state = taus88(x, int(np.prod(bound.prng[s.target], dtype=np.int64)))
+        prng[s.target] = values.reshape(bound.prng[s.target])
+        return state
+    if e.func == "prng_state":
+        return np.array(x, copy=True)
+    return np.array(prng[e.args[0].name], copy=True)
 
 
 def run(program: Program, *arrays: np.ndarray, **named: np.ndarray):

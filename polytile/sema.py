@@ -59,28 +59,35 @@ Sizes and dimension definitions
     offset); an output *size* must not be (zero is allowed).
 
 Builtins
-    :data:`BUILTINS` is the single table of builtin semantics (numpy
-    implementations).  ``as_float(X, bits)`` takes bits 16, 32 or 64 in
-    :func:`check`, but float16 is rejected by :func:`bind` because no
-    backend computes in half precision; ``as_int(X, bits)`` takes 8, 16, 32
-    or 64; ``index(T, axis)`` takes an integer literal ``axis < rank(T)``.
+    :data:`BUILTINS` lists the elementwise functions (their semantics live in
+    :mod:`polytile.elemwise`).  ``as_float(X, bits)`` takes bits 16, 32 or
+    64 in :func:`check`, but float16 is rejected by :func:`bind` because no
+    backend computes in half precision; ``as_int``/``as_uint`` take 8, 16,
+    32 or 64; ``index(T, axis)`` takes an integer literal ``axis < rank(T)``.
+    Statement-level builtins (``reshape``, ``gather``, ``shape``,
+    ``prng_*``) and PlaidML's inline definitions are put in normal form by
+    :mod:`polytile.desugar` first.
+
+Sizes
+    Dimension statements and sizes fold as PlaidML folds them: ``/``
+    truncates toward zero; ``max``, ``min``, ``broadcast`` and
+    ``assert_*`` (a false assertion is a located error) are evaluated here.
+    A size input's value (see :func:`polytile.desugar.size_inputs`) binds a
+    dimension.
 
 Element types
-    Inputs are float32, float64, int32 or int64 (:data:`SUPPORTED_DTYPES`).
-    Elementwise expressions follow NumPy 2 (NEP 50) exactly, evaluated as
-    Python would with numpy arrays: tensors are arrays (a scalar tensor is a
-    0-d array, so it is *strongly* typed), while integer/float literals and
-    dimension names used as values are Python scalars (*weak*), and
-    operators on two Python scalars stay Python scalars (``N / 2`` is a
-    Python float).  ``/`` is true division, comparisons give bool,
-    ``c ? t : e`` is ``np.where(c, t, e)``.  :meth:`Bound.expr_type`
-    computes the type by running the same evaluator as the reference on
+    Inputs may be any of :data:`SUPPORTED_DTYPES` (bool, signed and unsigned
+    integers of 8 to 64 bits, float32, float64).  Elementwise expressions
+    are typed as PlaidML 0.7.0 types them (:mod:`polytile.dtypes`,
+    :mod:`polytile.elemwise`): literals are int32/float32, the result of an
+    operation is the first widest operand type with floats beating
+    integers, integer ``/`` truncates, comparisons give bool.
+    :meth:`Bound.expr_type` runs the same evaluator as the reference on
     zero-size arrays, so the two always agree.
 
 Contractions (:func:`contraction_dtype`)
-    One operand: its dtype.  ``+``/``*`` combinations:
-    ``np.result_type(A, B)``.  ``==``: ``np.result_type(A, B)`` holding 1 or
-    0.  ``A == B ? C``: C's dtype; where ``A != B`` the point contributes the
+    The promoted type (as above) of the operands, left to right; ``==``
+    gives bool.  ``A == B ? C``: where ``A != B`` the point contributes the
     aggregation's :func:`identity` (for ``=``, which has none, it writes 0).
     Unreached output cells are 0 or the ``default`` tensor (cast to the
     output dtype; its shape must equal the output's).
@@ -99,7 +106,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import ir
+from . import desugar, ir
+from . import dtypes as D
+from . import elemwise
 from .errors import InternalError, NonAffineError, ShapeError, SourceLocation, TileSemanticError
 from .ir import (
     Access,
@@ -131,12 +140,7 @@ __all__ = [
     "identity",
 ]
 
-SUPPORTED_DTYPES: Tuple[np.dtype, ...] = (
-    np.dtype(np.float32),
-    np.dtype(np.float64),
-    np.dtype(np.int32),
-    np.dtype(np.int64),
-)
+SUPPORTED_DTYPES: Tuple[np.dtype, ...] = tuple(np.dtype(t) for t in D.SUPPORTED)
 
 
 # ---------------------------------------------------------------------------
@@ -163,52 +167,26 @@ class Builtin:
     int_choices: Tuple[int, ...] = ()
 
 
-def _sigmoid(x):
-    return 1 / (1 + np.exp(-x))
+def _impl(name: str) -> Callable[..., Any]:
+    """numpy implementation of builtin ``name`` with PlaidML's typing (see :mod:`polytile.elemwise`)."""
 
+    def run(*args):
+        env = {f"A{k}": np.asarray(a) for k, a in enumerate(args)}
+        call = Call(name, tuple(Ref(f"A{k}") for k in range(len(args))))
+        return elemwise.evaluate(call, env)
 
-def _recip(x):
-    return np.true_divide(1, x)
-
-
-def _relu(x):
-    return np.maximum(x, 0)
-
-
-def _as_float(x, bits):
-    return np.asarray(x).astype(f"float{int(bits)}")
-
-
-def _as_int(x, bits):
-    return np.asarray(x).astype(f"int{int(bits)}")
-
-
-def _index(t, axis):
-    shape = np.shape(t)
-    axis = int(axis)
-    if not 0 <= axis < len(shape):
-        raise ValueError(f"index axis {axis} out of range for rank {len(shape)}")
-    view = [1] * len(shape)
-    view[axis] = shape[axis]
-    coords = np.arange(shape[axis], dtype=np.int64).reshape(view)
-    # A real array, not a broadcast view: callers may write into results.
-    return np.broadcast_to(coords, shape).copy()
+    return run
 
 
 def _table() -> Dict[str, Builtin]:
     t: Dict[str, Builtin] = {}
-    for name in ("exp", "log", "sqrt", "tanh", "sin", "cos", "tan", "floor", "ceil", "abs"):
-        t[name] = Builtin(name, 1, getattr(np, name))
-    t["round"] = Builtin("round", 1, np.round)
-    t["pow"] = Builtin("pow", 2, np.power)
-    t["sigmoid"] = Builtin("sigmoid", 1, _sigmoid)
-    t["recip"] = Builtin("recip", 1, _recip)
-    t["max"] = Builtin("max", 2, np.maximum)
-    t["min"] = Builtin("min", 2, np.minimum)
-    t["relu"] = Builtin("relu", 1, _relu)
-    t["as_float"] = Builtin("as_float", 2, _as_float, int_arg=1, int_choices=(16, 32, 64))
-    t["as_int"] = Builtin("as_int", 2, _as_int, int_arg=1, int_choices=(8, 16, 32, 64))
-    t["index"] = Builtin("index", 2, _index, int_arg=1)
+    for name, arity in elemwise.FUNCTIONS.items():
+        if name in elemwise.CASTS:
+            t[name] = Builtin(name, arity, None, int_arg=1, int_choices=elemwise.CASTS[name][1])
+        elif name == "index":
+            t[name] = Builtin(name, arity, None, int_arg=1)
+        else:
+            t[name] = Builtin(name, arity, _impl(name))
     return t
 
 
@@ -248,68 +226,17 @@ def identity(agg: str, dtype) -> Any:
 # Elementwise evaluation, shared by typing and the reference interpreter
 # ---------------------------------------------------------------------------
 
-_PY_SCALARS = (bool, int, float)
-
-
-def _is_py(x) -> bool:
-    return isinstance(x, _PY_SCALARS)
-
-
-def _divide(a, b):
-    if _is_py(a) and _is_py(b):
-        # Two Python scalars stay a (weak) Python float, as in Python itself;
-        # a zero divisor gives numpy's inf/nan rather than ZeroDivisionError.
-        if b == 0:
-            with np.errstate(all="ignore"):
-                return float(np.true_divide(a, b))
-        return a / b
-    return np.true_divide(a, b)
-
-
-_BINOPS: Dict[str, Callable[[Any, Any], Any]] = {
-    "+": operator.add,
-    "-": operator.sub,
-    "*": operator.mul,
-    "/": _divide,
-    "==": operator.eq,
-    "!=": operator.ne,
-    "<": operator.lt,
-    ">": operator.gt,
-    "<=": operator.le,
-    ">=": operator.ge,
-}
-
-
 def eval_elementwise(expr: ir.Expr, env: Mapping[str, Any]) -> Any:
     """Evaluate an elementwise expression with numpy, the way the reference does.
 
-    ``env`` maps tensor names to arrays and dimension names to Python ints.
-    Literals stay Python scalars, so NEP 50 treats them as weak.
+    ``env`` maps tensor names to arrays and dimension names to Python ints;
+    typing follows PlaidML (:mod:`polytile.elemwise`).
 
         >>> eval_elementwise(Binary("*", Ref("X"), Float(2.5)), {"X": np.ones(2, np.float32)})
         array([2.5, 2.5], dtype=float32)
     """
-    if isinstance(expr, Int):
-        return int(expr.value)
-    if isinstance(expr, Float):
-        return float(expr.value)
-    if isinstance(expr, Ref):
-        return env[expr.name]
-    if isinstance(expr, Unary):
-        v = eval_elementwise(expr.operand, env)
-        if expr.op == "-":
-            return -v
-        raise InternalError(f"unknown unary operator {expr.op!r}")
-    if isinstance(expr, Binary):
-        return _BINOPS[expr.op](eval_elementwise(expr.lhs, env), eval_elementwise(expr.rhs, env))
-    if isinstance(expr, Call):
-        b = BUILTINS[expr.func]
-        return b.impl(*(eval_elementwise(a, env) for a in expr.args))
-    if isinstance(expr, Cond):
-        return np.where(
-            eval_elementwise(expr.cond, env), eval_elementwise(expr.then, env), eval_elementwise(expr.else_, env)
-        )
-    raise InternalError(f"cannot evaluate {expr!r} elementwise")
+    dims = {k: v for k, v in env.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return elemwise.evaluate(expr, env, dims)
 
 
 # ---------------------------------------------------------------------------
@@ -333,6 +260,8 @@ def _at(loc: Optional[SourceLocation], what: str = "") -> str:
 class _Checker:
     def __init__(self, program: Program):
         self.p = program
+        self.sizes = set(desugar.size_inputs(program))
+        self.prng: Dict[str, Tuple[ir.Expr, ...]] = {}
         self.kind: Dict[str, str] = {}
         self.defined_at: Dict[str, Optional[SourceLocation]] = {}
         self.rank: Dict[str, Optional[int]] = {}
@@ -392,10 +321,29 @@ class _Checker:
             self.err(f"unknown name '{name}'", ref, stmt)
         k = self.kind[name]
         if want == _DIM and k != _DIM:
+            self.explain_not_dim(name, ref)
             self.err(f"'{name}' is a tensor, not a dimension: {role} may only use dimension names", ref, stmt)
         if want == _TENSOR and k == _DIM:
             self.err(f"'{name}' is a dimension, not a tensor: {role} must name tensors", ref, stmt)
         return k
+
+    def explain_not_dim(self, name: str, used: Ref) -> None:
+        """``P = max(0, Q - 1);`` read as a tensor because ``Q`` is no dimension: blame that statement."""
+        defn = next((s for s in self.p.body if isinstance(s, Assign) and s.target == name), None)
+        if defn is None:
+            return
+        nodes = list(ir.walk(defn.expr))
+        dimlike = all(isinstance(n, (Int, Ref, Unary, Binary)) or
+                      (isinstance(n, Call) and (n.func in desugar.DIM_FUNCTIONS or n.func.startswith("assert_")))
+                      for n in nodes)
+        culprits = [n for n in nodes if isinstance(n, Ref) and self.kind.get(n.name) != _DIM]
+        if dimlike and culprits:
+            bad = culprits[0]
+            what = "a tensor" if bad.name in self.kind else "not defined"
+            raise TileSemanticError(
+                f"'{name}' is used as a dimension{_at(used.loc)}, but its definition uses '{bad.name}', which is "
+                f"{what}: a dimension statement may only use integers, dimensions and "
+                f"{', '.join(desugar.DIM_FUNCTIONS)}", _where(bad, defn))
 
     def lookup_tensor(self, name: str, node, stmt, role: str) -> Optional[int]:
         self.lookup(Ref(name, _where(node, stmt)), stmt, _TENSOR, role)
@@ -421,7 +369,19 @@ class _Checker:
             self.size_expr(e.lhs, stmt, role)
             self.size_expr(e.rhs, stmt, role)
             return
-        self.err(f"'{format_expr(e)}' is not allowed in {role}: only + - * / of integers and dimensions", e, stmt)
+        if isinstance(e, Binary) and e.op in ir.COMPARISONS and role == "an assertion":
+            self.size_expr(e.lhs, stmt, role)
+            self.size_expr(e.rhs, stmt, role)
+            return
+        if isinstance(e, Call) and (e.func in desugar.DIM_FUNCTIONS or e.func.startswith("assert_")):
+            want = 1 if e.func.startswith("assert_") else 2
+            if len(e.args) != want:
+                self.err(f"{e.func} takes {want} argument{'s' if want > 1 else ''} here, got {len(e.args)}", e, stmt)
+            for a in e.args:
+                self.size_expr(a, stmt, "an assertion" if e.func.startswith("assert_") else role)
+            return
+        self.err(f"'{format_expr(e)}' is not allowed in {role}: only + - * / of integers and dimensions "
+                 f"(and {', '.join(desugar.DIM_FUNCTIONS)})", e, stmt)
 
     def index_expr(self, e: ir.Expr, stmt) -> bool:
         """Check an index polynomial; return whether it contains index variables."""
@@ -466,7 +426,7 @@ class _Checker:
             k = self.lookup(e, stmt, "any", "elementwise expressions")
             return 0 if k == _DIM else self.rank[e.name]
         if isinstance(e, Unary):
-            if e.op != "-":
+            if e.op not in ("-", "~"):
                 self.err(f"unknown unary operator '{e.op}'", e, stmt)
             return self.elementwise(e.operand, stmt)
         if isinstance(e, Binary):
@@ -477,9 +437,15 @@ class _Checker:
             ranks = [self.elementwise(x, stmt) for x in (e.cond, e.then, e.else_)]
             return _max_rank(*ranks)
         if isinstance(e, Call):
+            if e.func in desugar.SPECIAL:
+                return self.special(e, stmt)
             b = BUILTINS.get(e.func)
             if b is None:
-                self.err(f"unknown function '{e.func}' (builtins: {', '.join(sorted(BUILTINS))})", e, stmt)
+                if e.func in desugar.DIM_FUNCTIONS or e.func.startswith("assert_"):
+                    self.err(f"{e.func}() is evaluated when shapes are bound: its arguments must be integers and "
+                             f"dimensions", e, stmt)
+                known = sorted(set(BUILTINS) | set(desugar.SPECIAL) | set(desugar.MACROS))
+                self.err(f"unknown function '{e.func}' (builtins: {', '.join(known)})", e, stmt)
             if len(e.args) != b.arity:
                 plural = "s" if b.arity != 1 else ""
                 self.err(f"{b.name} takes {b.arity} argument{plural}, got {len(e.args)}", e, stmt)
@@ -492,6 +458,8 @@ class _Checker:
                     if b.int_choices and a.value not in b.int_choices:
                         choices = ", ".join(map(str, b.int_choices))
                         self.err(f"{b.name}: bits must be one of {choices}, got {a.value}", a, stmt)
+                elif b.name == "reverse_grad" and pos == 1:
+                    continue  # the gradient scale: unused in the forward pass
                 else:
                     ranks.append(self.elementwise(a, stmt))
             if b.name == "index":
@@ -504,6 +472,34 @@ class _Checker:
         self.err(f"'{format_expr(e)}' is not an elementwise expression", e, stmt)
         return None
 
+    def special(self, e: Call, stmt) -> Optional[int]:
+        """reshape / gather / shape / prng_*: whole right sides (normalize() hoisted nested ones)."""
+        if not isinstance(stmt, Assign) or stmt.expr is not e:
+            self.err(f"{e.func}() must be the whole right side of a statement", e, stmt)
+        want = {"gather": 2, "shape": 1, "prng_state": 1, "prng_value": 1}
+        if e.func in want and len(e.args) != want[e.func]:
+            self.err(f"{e.func} takes {want[e.func]} argument{'s' if want[e.func] > 1 else ''}, got {len(e.args)}",
+                     e, stmt)
+        if e.func in ("reshape", "prng_step") and not e.args:
+            self.err(f"{e.func} needs a tensor argument", e, stmt)
+        tensors = e.args if e.func == "gather" else e.args[:1]
+        for a in tensors:
+            if not isinstance(a, Ref):
+                self.err(f"{e.func}: argument '{format_expr(a)}' must name a tensor", a, stmt)
+            self.lookup(a, stmt, _TENSOR, f"{e.func}'s tensor arguments")
+        for a in e.args[1:] if e.func in ("reshape", "prng_step") else ():
+            self.size_expr(a, stmt, f"a size argument of {e.func}")
+        if e.func == "shape" or e.func == "prng_value":
+            return 1 if e.func == "shape" else len(self.prng.get(e.args[0].name, ())) or None
+        if e.func == "prng_step":
+            self.prng[stmt.target] = tuple(e.args[1:])
+            return 2
+        if e.func == "prng_state":
+            return 2
+        if e.func == "reshape":
+            return len(e.args) - 1
+        return None
+
     # -- statements -------------------------------------------------------
 
     def header(self) -> None:
@@ -512,6 +508,9 @@ class _Checker:
             if inp.name in seen_in:
                 raise TileSemanticError(f"duplicate input name '{inp.name}'", inp.loc)
             seen_in[inp.name] = inp
+            if inp.name in self.sizes:  # a size input: its value binds a dimension
+                self.define(inp.name, _DIM, None, inp)
+                continue
             rank = None if inp.dims is None else len(inp.dims)
             self.define(inp.name, _INPUT, rank, inp)
         for inp in self.p.inputs:
@@ -532,7 +531,9 @@ class _Checker:
 
     def statement(self, s) -> None:
         if isinstance(s, DimDef):
-            self.size_expr(s.expr, s, "a dimension definition")
+            role = "an assertion" if isinstance(s.expr, Call) and s.expr.func.startswith("assert_") else \
+                "a dimension definition"
+            self.size_expr(s.expr, s, role)
             self.define(s.target, _DIM, None, s)
         elif isinstance(s, Assign):
             rank = self.elementwise(s.expr, s)
@@ -601,7 +602,7 @@ def check(program: Program) -> None:
         ...
         polytile.errors.TileSemanticError: unknown name 'Q'
     """
-    _Checker(program).run()
+    _Checker(desugar.normalize(program)).run()
 
 
 # ---------------------------------------------------------------------------
@@ -636,13 +637,17 @@ class Bound:
         (dtype('float64'), 8)
     """
 
-    __slots__ = ("program", "dims", "tensors", "shapes", "dtypes", "_dims", "_tensors", "_frozen")
+    __slots__ = ("program", "dims", "tensors", "shapes", "dtypes", "sizes", "prng", "_dims", "_tensors", "_frozen")
 
-    def __init__(self, program: Program, shapes: Tuple[Tuple[int, ...], ...], dtypes: Tuple[np.dtype, ...]):
+    def __init__(self, program: Program, shapes: Tuple[Tuple[int, ...], ...], dtypes: Tuple[np.dtype, ...],
+                 sizes: Mapping[str, int] = MappingProxyType({})):
         object.__setattr__(self, "_frozen", False)
         self.program = program
         self.shapes = shapes
         self.dtypes = dtypes
+        # Inputs passed as Python numbers (PlaidML's Integer/Real): size inputs and other constants.
+        self.sizes = MappingProxyType(dict(sizes))
+        self.prng: Dict[str, Tuple[int, ...]] = {}  # prng_step target -> shape of its values
         self._dims: Dict[str, int] = {}
         self._tensors: Dict[str, TensorInfo] = {}
         self.dims: Mapping[str, int] = MappingProxyType(self._dims)
@@ -674,7 +679,7 @@ class Bound:
             return self._dims[expr.name]
         if isinstance(expr, Unary) and expr.op == "-":
             return -self.size(expr.operand)
-        if isinstance(expr, Binary) and expr.op in ("+", "-", "*", "/"):
+        if isinstance(expr, Binary) and expr.op in ("+", "-", "*", "/") + ir.COMPARISONS:
             a, b = self.size(expr.lhs), self.size(expr.rhs)
             if expr.op == "+":
                 return a + b
@@ -682,11 +687,34 @@ class Bound:
                 return a - b
             if expr.op == "*":
                 return a * b
+            if expr.op in ir.COMPARISONS:
+                return int({"==": a == b, "!=": a != b, "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b}[expr.op])
             if b == 0:
                 why = "" if isinstance(expr.rhs, Int) else f" ({format_expr(expr.rhs)} = 0)"
                 raise ShapeError(f"division by zero in '{format_expr(expr)}'{why}", expr.loc)
-            return a // b
+            # PlaidML folds sizes in double precision and truncates toward zero.
+            q = abs(a) // abs(b)
+            return q if (a < 0) == (b < 0) else -q
+        if isinstance(expr, Call) and expr.func in ("max", "min", "broadcast") and len(expr.args) == 2:
+            a, b = self.size(expr.args[0]), self.size(expr.args[1])
+            if expr.func == "max":
+                return b if a < b else a
+            if expr.func == "min":
+                return a if a < b else b
+            if a != b and a != 1 and b != 1:
+                raise ShapeError(f"broadcast({a}, {b}): sizes {a} and {b} do not broadcast", expr.loc)
+            return b if a == 1 else a
+        if isinstance(expr, Call) and expr.func.startswith("assert_") and len(expr.args) == 1:
+            v = self.size(expr.args[0])
+            if v == 0:
+                raise ShapeError(f"assertion {expr.func} failed: '{format_expr(expr.args[0])}' is false "
+                                 f"for these shapes ({self._dims_of(expr.args[0])})", expr.loc)
+            return v
         raise TileSemanticError(f"'{format_expr(expr)}' is not an integer size expression", getattr(expr, "loc", None))
+
+    def _dims_of(self, e: ir.Expr) -> str:
+        names = sorted({n.name for n in ir.walk(e) if isinstance(n, Ref) and n.name in self._dims})
+        return ", ".join(f"{n} = {self._dims[n]}" for n in names) or "no dimensions"
 
     def _shape_of(self, e: ir.Expr, stmt) -> Tuple[int, ...]:
         if isinstance(e, (Int, Float)):
@@ -694,7 +722,7 @@ class Bound:
         if isinstance(e, Ref):
             if e.name in self._tensors:
                 return self._tensors[e.name].shape
-            if e.name in self._dims:
+            if e.name in self._dims or e.name in self.sizes:
                 return ()
             raise TileSemanticError(f"unknown name '{e.name}'", e.loc)
         if isinstance(e, Unary):
@@ -706,6 +734,8 @@ class Bound:
             return self._broadcast(e, stmt, s, self._shape_of(e.else_, stmt))
         if isinstance(e, Call):
             b = BUILTINS[e.func]
+            if b.name == "reverse_grad":
+                return self._shape_of(e.args[0], stmt)
             shapes = [self._shape_of(a, stmt) for pos, a in enumerate(e.args) if pos != b.int_arg]
             if b.name == "index":
                 axis = e.args[1].value
@@ -716,7 +746,7 @@ class Bound:
                     )
             if b.name == "as_float" and e.args[1].value == 16:
                 raise TileSemanticError("as_float(X, 16): float16 is not supported by polytile's backends; "
-                                        "use 32 or 64", _where(e, stmt))
+                                        "use 32 or 64 (listed in README's unsupported builtins)", _where(e, stmt))
             out: Tuple[int, ...] = ()
             for s in shapes:
                 out = self._broadcast(e, stmt, out, s)
@@ -734,14 +764,19 @@ class Bound:
 
     def _dtype_of(self, e: ir.Expr, stmt) -> np.dtype:
         # Same evaluator as the reference, on zero-size arrays of the same
-        # ranks: NEP 50 types never depend on values or sizes, so this is
+        # ranks: PlaidML's types never depend on values or sizes, so this is
         # exactly the dtype the reference will produce.
-        env: Dict[str, Any] = dict(self._dims)
+        env: Dict[str, Any] = dict(self.sizes)
+        env.update(self._dims)
         for name, t in self._tensors.items():
             env[name] = np.empty((0,) * len(t.shape), dtype=t.dtype)
         try:
             with np.errstate(all="ignore"):
                 return np.asarray(eval_elementwise(e, env)).dtype
+        except ShapeError as exc:
+            if exc.loc is None:
+                raise ShapeError(exc.message, _where(e, stmt)) from None
+            raise
         except (TypeError, ValueError, OverflowError) as exc:
             who = f"{stmt.target}: " if stmt is not None else ""
             raise TileSemanticError(f"{who}cannot compute '{format_expr(e)}': {exc}", _where(e, stmt)) from None
@@ -767,7 +802,8 @@ class Bound:
             64
         """
         blob = json.dumps(
-            [str(self.program), [list(s) for s in self.shapes], [d.str for d in self.dtypes]], separators=(",", ":")
+            [str(self.program), [list(s) for s in self.shapes], [d.str for d in self.dtypes], sorted(self.sizes.items())],
+            separators=(",", ":"),
         )
         return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -777,6 +813,17 @@ class Bound:
         p = self.program
         first: Dict[str, Tuple[str, int, int]] = {}  # dim -> (tensor, axis, value)
         for inp, shape, dtype in zip(p.inputs, self.shapes, self.dtypes):
+            if inp.name in self.sizes:
+                value = self.sizes[inp.name]
+                if inp.name in desugar.size_inputs(p):
+                    if not isinstance(value, int):
+                        raise ShapeError(f"{inp.name} is used as a size: pass one integer, got {value!r}", inp.loc)
+                    self._dims[inp.name] = value
+                elif inp.name in _tensor_uses(p):
+                    # A constant read as a tensor too (PlaidML's ArgMax and average pooling: ``=(One[])``):
+                    # also a 0-d input, int32 as PlaidML types every Integer/Real.
+                    self._tensors[inp.name] = TensorInfo(inp.name, (), np.dtype("int32"), "input")
+                continue  # a constant (PlaidML's Integer/Real): folded into elementwise code
             if inp.dims is not None:
                 if len(shape) != len(inp.dims):
                     raise ShapeError(
@@ -806,6 +853,10 @@ class Bound:
             self._dims[s.target] = self._size_at(s.expr, s)
             return
         kind = "output" if s.target in outputs else "temp"
+        if isinstance(s, Assign) and isinstance(s.expr, Call) and s.expr.func in desugar.SPECIAL:
+            shape, dtype = self._special(s.expr, s)
+            self._tensors[s.target] = TensorInfo(s.target, shape, np.dtype(dtype), kind)
+            return
         if isinstance(s, Assign):
             shape, dtype = self.expr_type(s.expr, s)
             self._tensors[s.target] = TensorInfo(s.target, shape, dtype, kind)
@@ -836,6 +887,39 @@ class Bound:
                     s.loc,
                 )
         self._tensors[s.output] = TensorInfo(s.output, tuple(shape), contraction_dtype(self, s), kind)
+
+    def _special(self, e: Call, s) -> Tuple[Tuple[int, ...], str]:
+        """Shape and dtype of a statement-level builtin (PlaidML's TypeCheck for each)."""
+        f = e.func
+        src = self._tensors[e.args[0].name]
+        if f == "reshape":
+            shape = tuple(self._size_at(a, s) for a in e.args[1:])
+            if any(n < 0 for n in shape):
+                raise ShapeError(f"reshape: negative size in {shape}", _where(e, s))
+            if int(np.prod(shape, dtype=object)) != int(np.prod(src.shape, dtype=object)):
+                raise ShapeError(f"reshape: {src.name} has shape {src.shape} ({int(np.prod(src.shape))} elements), "
+                                 f"which cannot be viewed as {shape}", _where(e, s))
+            return shape, src.dtype.name
+        if f == "gather":
+            idx = self._tensors[e.args[1].name]
+            if not src.shape:
+                raise ShapeError(f"gather: the data {src.name} must have at least one dimension", _where(e, s))
+            if idx.dtype.kind not in "iu":
+                raise ShapeError(f"gather: the indices {idx.name} must be integers, got {idx.dtype}", _where(e, s))
+            return idx.shape + src.shape[1:], src.dtype.name
+        if f == "shape":
+            return (len(src.shape),), "int32"
+        if f == "prng_step":
+            if src.shape != PRNG_STATE_SHAPE or src.dtype != np.uint32:
+                raise ShapeError(f"prng_step: the state {src.name} must be uint32 of shape {PRNG_STATE_SHAPE}, "
+                                 f"got {src.dtype} {src.shape}", _where(e, s))
+            self.prng[s.target] = tuple(self._size_at(a, s) for a in e.args[1:])
+            return PRNG_STATE_SHAPE, "uint32"
+        if src.name not in self.prng:
+            raise ShapeError(f"{f}: '{src.name}' is not the result of prng_step", _where(e, s))
+        if f == "prng_state":
+            return PRNG_STATE_SHAPE, "uint32"
+        return self.prng[src.name], "float32"
 
     def _size_at(self, e: ir.Expr, stmt) -> int:
         try:
@@ -970,7 +1054,25 @@ def _null_space_support(rows: List[Dict[str, Fraction]], cols: List[str]) -> Lis
     return [c for c in cols if c in support]
 
 
-def bind(program: Program, shapes: Sequence[Sequence[int]], dtypes: Sequence[Any]) -> Bound:
+def _tensor_uses(program: Program) -> set:
+    """Names read as tensors: contraction operands, defaults, statement-level builtins' tensor arguments."""
+    out = set()
+    for s in program.body:
+        if isinstance(s, Contraction):
+            out.update(op.tensor for op in s.operands)
+            if s.default:
+                out.add(s.default)
+        elif isinstance(s, Assign) and isinstance(s.expr, Call) and s.expr.func in desugar.SPECIAL:
+            out.update(a.name for a in s.expr.args if isinstance(a, Ref))
+    return out
+
+
+#: PlaidML's random-number state: three uint32 Tausworthe words for each of 2048 lanes.
+PRNG_STATE_SHAPE = (3, 2048)
+
+
+def bind(program: Program, shapes: Sequence[Sequence[int]], dtypes: Sequence[Any],
+         sizes: Optional[Mapping[str, int]] = None) -> Bound:
     """Check ``program`` and specialise it to input ``shapes`` and ``dtypes``.
 
         >>> p = Program((ir.Input("I", ("H",)),), ("O",),
@@ -980,15 +1082,27 @@ def bind(program: Program, shapes: Sequence[Sequence[int]], dtypes: Sequence[Any
         >>> b.dims["HO"], b.tensors["O"]
         (3, TensorInfo(name='O', shape=(5,), dtype=dtype('int32'), kind='output'))
     """
+    program = desugar.normalize(program)
     check(program)
     names = program.input_names
+    need = desugar.size_inputs(program)
+    sizes = {n: v for n, v in (sizes or {}).items()}
+    missing = [n for n in need if n not in sizes]
+    if missing:
+        raise ShapeError(f"size input(s) {', '.join(missing)} need a value (an integer passed at call time)")
+    scalar = {i.name for i in program.inputs if not i.dims}
+    for n, v in sizes.items():
+        if n not in scalar:
+            raise ShapeError(f"{n}: only an input declared without dimensions can be a constant, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ShapeError(f"{n}: a constant input must be a Python int or float, got {type(v).__name__}")
     if len(shapes) != len(names):
         raise ShapeError(f"expected {len(names)} inputs ({', '.join(names)}), got {len(shapes)}")
     if len(dtypes) != len(names):
         raise ShapeError(f"expected {len(names)} dtypes ({', '.join(names)}), got {len(dtypes)}")
     shp = tuple(_as_shape(n, s) for n, s in zip(names, shapes))
     dts = tuple(_as_dtype(n, d) for n, d in zip(names, dtypes))
-    b = Bound(program, shp, dts)
+    b = Bound(program, shp, dts, sizes)
     b._bind_inputs()
     for s in program.body:
         b._bind_statement(s)
@@ -999,7 +1113,7 @@ def bind(program: Program, shapes: Sequence[Sequence[int]], dtypes: Sequence[Any
 def contraction_dtype(bound: Bound, stmt: Contraction) -> np.dtype:
     """Element type of a contraction's output (also ``Bound.contraction_dtype``).
 
-    One operand: its dtype; ``+ * ==``: ``np.result_type`` of both; ``?``: the third's.
+    The operands' promoted type (:func:`polytile.dtypes.promote`); ``==`` gives bool.
 
         >>> p = Program((ir.Input("A", ("N",)), ir.Input("B", ("N",))), ("O",),
         ...     (Contraction("O", (), (), "+", "*", (Access("A", (Index("i"),)), Access("B", (Index("i"),)))),))
@@ -1008,10 +1122,8 @@ def contraction_dtype(bound: Bound, stmt: Contraction) -> np.dtype:
         dtype('float64')
     """
     dts = [bound.tensors[op.tensor].dtype for op in stmt.operands]
-    if stmt.combo is None:
-        return dts[0]
-    if stmt.combo in ("+", "*", "=="):
-        return np.result_type(dts[0], dts[1])
-    if stmt.combo == "?":
-        return dts[2]
+    if stmt.combo == "==":
+        return np.dtype(bool)
+    if stmt.combo in (None, "+", "*", "?"):
+        return np.dtype(D.promote(dts))
     raise InternalError(f"unknown combination {stmt.combo!r}")

@@ -229,7 +229,7 @@ def stencil2d(I):
 
 def onehot(L, Z):
     k = Z.shape[0]
-    return (L[:, None] == np.arange(k)[None, :]).astype(np.float64)
+    return L[:, None] == np.arange(k)[None, :]  # PlaidML types '==' as bool
 
 
 def embedding(L, T):

@@ -27,13 +27,18 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("names", ("polytile.names",), ()),
     ("errors", ("polytile.errors",), ("names",)),
+    # The element-type table and PlaidML's promotion rule (numpy only).
+    ("dtypes", ("polytile.dtypes",), ()),
     ("config", ("polytile.config",), ("errors", "names")),
     ("hardware", ("polytile.hardware",), ("errors", "names")),
     ("ir", ("polytile.ir",), ("errors", "config", "names")),
     ("frontends", ("polytile.frontends",), ("ir", "errors", "names")),
-    ("sema", ("polytile.sema",), ("ir", "errors")),
-    ("reference", ("polytile.reference",), ("ir", "errors", "sema")),
-    ("poly", ("polytile.poly",), ("ir", "errors", "sema", "names")),
+    # Normal form of a program: dimension statements, size inputs, hoisted builtins.
+    ("desugar", ("polytile.desugar",), ("ir", "errors")),
+    # Semantic checks and binding; elemwise is their typed evaluator.
+    ("sema", ("polytile.sema", "polytile.elemwise"), ("ir", "errors", "desugar", "dtypes")),
+    ("reference", ("polytile.reference",), ("ir", "errors", "sema", "desugar", "dtypes")),
+    ("poly", ("polytile.poly",), ("ir", "errors", "sema", "names", "desugar", "dtypes")),
     ("deps", ("polytile.deps",), ("poly", "errors")),
     # The C frontend reads C straight into Scops (its statements keep their C text).
     ("cfrontend", ("polytile.frontends.c",), ("poly", "errors", "names", "ir")),
@@ -42,7 +47,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # the model, the model reads tile configurations): one stage.
     ("cost", ("polytile.cost", "polytile.autotile", "polytile.gpucost"),
      ("poly", "deps", "schedule", "hardware", "errors", "names")),
-    ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names")),
+    ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names", "dtypes")),
     ("runtime", ("polytile.runtime",), ("config", "errors")),
 ]
 

@@ -165,11 +165,17 @@ def test_bind_fixed_dimension_mismatch():
     assert "F: axis 0 is fixed to 3" in e.message and "got 4" in e.message
 
 
-@pytest.mark.parametrize("dtype", ["float16", "complex64", "uint8", "bool"])
+@pytest.mark.parametrize("dtype", ["float16", "complex64", "datetime64[s]"])
 def test_bind_unsupported_dtype(dtype):
     e = _bind_error(MATMUL, [(2, 3), (3, 4)], [dtype, "float32"])
     assert e.message.startswith(f"A: unsupported dtype {np.dtype(dtype)}")
-    assert "float32, float64, int32, int64" in e.message
+    assert "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64" in e.message
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "uint64", "int8", "int16", "bool"])
+def test_bind_accepts_plaidml_dtypes(dtype):
+    b = sema.bind(parse(MATMUL), [(2, 3), (3, 4)], [dtype, dtype])
+    assert b.tensors["A"].dtype == np.dtype(dtype)
 
 
 def test_bind_negative_output_size_names_statement():
@@ -226,16 +232,17 @@ def test_dimdef_evaluation_floor_division():
            "O[n, y, x, co : N, HO, WO, CO] = +(I[n, 2*y + ky, 2*x + kx, c] * F[ky, kx, c, co]); }")
     b = sema.bind(parse(src), [(1, 9, 8, 2), (3, 3, 2, 4)], ["float32"] * 2)
     assert b.dims["HO"] == 4 and b.dims["WO"] == 3
-    assert b.dims["Neg"] == -5  # floor, not truncation
+    assert b.dims["Neg"] == -4  # PlaidML folds sizes in double and truncates toward zero
     assert b.tensors["O"].shape == (1, 4, 3, 4)
-    assert dict(b.dims) == {"N": 1, "H": 9, "W": 8, "C": 2, "KH": 3, "KW": 3, "CO": 4, "HO": 4, "WO": 3, "Neg": -5}
+    assert dict(b.dims) == {"N": 1, "H": 9, "W": 8, "C": 2, "KH": 3, "KW": 3, "CO": 4, "HO": 4, "WO": 3, "Neg": -4}
 
 
 def test_size_expressions():
     b = sema.bind(parse(MATMUL), [(7, 3), (3, 4)], ["float32"] * 2)
     assert b.size(parse_expression("(M + 1) / 2")) == 4
     assert b.size(parse_expression("M * K - -N")) == 25
-    assert b.size(parse_expression("-M / 2")) == -4
+    assert b.size(parse_expression("-M / 2")) == -3  # truncation toward zero, as PlaidML
+    assert b.size(parse_expression("max(0, M - 9) + min(M, 2)")) == 2
     with pytest.raises(TileSemanticError):
         b.size(parse_expression("A + 1"))
 
@@ -285,45 +292,53 @@ def _contraction_out(src, dtypes, shapes=None):
 
 
 @pytest.mark.parametrize("a, b, want", [
-    ("int32", "float32", "float64"),
+    ("int32", "float32", "float32"),   # PlaidML: a float beats any integer, whatever the width
     ("float32", "float32", "float32"),
     ("int32", "int64", "int64"),
     ("float32", "float64", "float64"),
     ("int32", "int32", "int32"),
+    ("uint32", "int32", "uint32"),     # equal widths: the first operand's type stays
+    ("int8", "uint8", "int8"),
 ])
 def test_contraction_dtype_binary(a, b, want):
-    for combo in ("*", "+", "=="):
+    for combo in ("*", "+"):
         src = f"function (A[N], B[N]) -> (O) {{ O[] = +(A[i] {combo} B[i]); }}"
         assert _contraction_out(src, [a, b]) == np.dtype(want)
+    src = "function (A[N], B[N]) -> (O) { O[] = +(A[i] == B[i]); }"
+    assert _contraction_out(src, [a, b]) == np.dtype(bool)  # '==' is always bool in PlaidML
 
 
 def test_contraction_dtype_single_and_ternary():
     assert _contraction_out("function (A[N]) -> (O) { O[i : N] = >(A[i]); }", ["int32"]) == np.int32
     src = "function (A[N], B[N], C[N]) -> (O) { O[i : N] = +(A[i] == B[i] ? C[i]); }"
-    assert _contraction_out(src, ["float64", "float64", "int32"]) == np.int32
+    assert _contraction_out(src, ["int32", "int32", "float32"]) == np.float32
+    assert _contraction_out(src, ["int8", "int8", "int16"]) == np.int16
 
 
 @pytest.mark.parametrize("expr, want", [
-    ("F * 2.5", "float32"),       # weak Python float keeps float32
-    ("I * 2.5", "float64"),       # int array times a float literal
-    ("I / I", "float64"),         # true division of ints
-    ("I / 2", "float64"),
-    ("F / N", "float32"),         # a dimension is a weak Python int
+    ("F * 2.5", "float32"),       # a float literal is float32: the float32 tensor keeps its type
+    ("I * 2.5", "float32"),       # int tensor times a float literal: the float wins
+    ("I / I", "int32"),           # integer division stays integer (truncates)
+    ("I / 2", "int32"),
+    ("F / N", "float32"),         # a dimension is an int32 value
     ("I + N", "int32"),
     ("F < I", "bool"),
     ("I == 3", "bool"),
-    ("index(F, 0)", "int64"),
-    ("F * S", "float64"),         # a scalar tensor is a 0-d array: strongly typed
-    ("N * 2", "int64"),           # no tensor: Python int -> int64 array
-    ("N / 2", "float64"),
+    ("index(F, 0)", "int32"),
+    ("F * S", "float64"),         # the wider float wins
+    ("N * 2", "int32"),           # folded at bind time: an int32 constant
+    ("N / 2", "int32"),
     ("I > 0 ? F : 0", "float32"),
-    ("sigmoid(I)", "float64"),
+    ("sigmoid(I)", "float32"),    # 1.0 / (1.0 + exp(-I)): float32 literals
     ("recip(F)", "float32"),
-    ("relu(I)", "int32"),
+    ("relu(I)", "float32"),       # I < 0 ? 0.0 : I
     ("as_int(F, 16)", "int16"),
+    ("as_uint(F, 8)", "uint8"),
     ("as_float(I, 32)", "float32"),
     ("round(F)", "float32"),
-    ("exp(2)", "float64"),
+    ("exp(2)", "int32"),          # a constant: exp of an int32 literal folds to an int32
+    ("I & 6", "int32"),
+    ("~I << 2", "int32"),
 ])
 def test_elementwise_types_follow_numpy(expr, want):
     # A right side of only dimensions and integers is a dimension definition, so type those directly.
@@ -367,10 +382,11 @@ def test_builtin_table():
     x = np.array([-2.0, 0.5, 3.0])
     np.testing.assert_allclose(sema.BUILTINS["sigmoid"].impl(x), 1 / (1 + np.exp(-x)))
     np.testing.assert_array_equal(sema.BUILTINS["relu"].impl(x), [0.0, 0.5, 3.0])
-    np.testing.assert_array_equal(sema.BUILTINS["recip"].impl(np.array([2, 4])), [0.5, 0.25])
-    np.testing.assert_array_equal(sema.BUILTINS["index"].impl(np.zeros((2, 3)), 1), [[0, 1, 2], [0, 1, 2]])
-    assert sema.BUILTINS["as_int"].impl(x, 8).dtype == np.int8
-    assert set(sema.SUPPORTED_DTYPES) == {np.dtype(t) for t in ("float32", "float64", "int32", "int64")}
+    np.testing.assert_array_equal(sema.BUILTINS["recip"].impl(np.array([2.0, 4.0])), [0.5, 0.25])
+    np.testing.assert_array_equal(sema.BUILTINS["recip"].impl(np.array([2, 1])), [0, 1])  # integer recip truncates
+    assert sema.BUILTINS["as_int"].int_choices == (8, 16, 32, 64)
+    assert set(sema.SUPPORTED_DTYPES) == {np.dtype(t) for t in (
+        "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")}
 
 
 def test_index_variable_in_dimdef_hand_built():

@@ -39,8 +39,8 @@ OP = "OP"  # punctuation and operators; value is the operator text
 EOF = "EOF"
 
 # Longest match first: every two-character operator is tried before its prefix.
-_TWO_CHAR_OPS = ("->", "==", "!=", "<=", ">=")
-_ONE_CHAR_OPS = frozenset("()[]{},;:+-*/<>=?")
+_TWO_CHAR_OPS = ("->", "==", "!=", "<=", ">=", "<<", ">>")
+_ONE_CHAR_OPS = frozenset("()[]{},;:+-*/<>=?&|^~")
 
 
 def _is_digit(ch: str) -> bool:

@@ -52,14 +52,18 @@ from .lexer import EOF, FLOAT, INT, KEYWORD, LOWER, OP, UPPER, Lexer, Source, To
 
 # Binary operator levels, loosest first (C precedence); all left-associative.
 _BINARY_LEVELS: Tuple[Tuple[str, ...], ...] = (
+    ("|",),
+    ("^",),
+    ("&",),
     ("==", "!="),
     ("<", ">", "<=", ">="),
+    ("<<", ">>"),
     ("+", "-"),
     ("*", "/"),
 )
 # Index polynomials and sizes only use the arithmetic levels: a '<' after a
 # polynomial is the constraint's bound separator, not a comparison.
-_POLY_FIRST_LEVEL = 2
+_POLY_FIRST_LEVEL = 6
 
 _AGG_LIST = " ".join(AGGREGATIONS)  # "+ * > < ="
 _COMBOS = ("+", "*", "==")
@@ -489,6 +493,9 @@ class Parser:
 
     def _unary(self, poly: bool) -> Expr:
         tok = self.peek()
+        if tok.is_op("~") and not poly:
+            self.advance()
+            return Unary("~", self._unary(poly), loc=self.loc(tok))
         if not tok.is_op("-"):
             return self._primary(poly)
         self.advance()

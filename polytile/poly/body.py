@@ -57,9 +57,10 @@ class Load:
 
 @dataclass(frozen=True)
 class Bin:
-    """Arithmetic ``+ - * / //`` in ``dtype`` (operands are converted to it first).
+    """Arithmetic ``+ - * / // & | ^ << >>`` in ``dtype`` (operands are converted to it first).
 
-    ``/`` on a float dtype is true division; ``//`` is floor division (indices).
+    ``/`` on a float dtype is true division, on integers C's (toward zero, x / 0
+    is 0); ``//`` is floor division (indices); shift counts are taken modulo the width.
     """
 
     op: str
@@ -110,7 +111,21 @@ class Select:
     dtype: str
 
 
-Node = Union[Iter, Const, Load, Bin, Cmp, Neg, Call, Cast, Select]
+@dataclass(frozen=True)
+class Clamp:
+    """``min(max(operand, lo), hi)`` as an index (a data-dependent one: ``gather``'s row).
+
+    An index holding a Clamp is not affine; its access relation is the may-access
+    ``lo <= a <= hi`` (:meth:`polytile.poly.scop.Statement.access_map`).
+    """
+
+    operand: "Node"
+    lo: int
+    hi: int
+    dtype: str = "int64"
+
+
+Node = Union[Iter, Const, Load, Bin, Cmp, Neg, Call, Cast, Select, Clamp]
 
 REDUCE_OPS = ("+", "*", "max", "min")
 
@@ -130,7 +145,7 @@ def children(n: Node) -> Tuple[Node, ...]:
         return n.index
     if isinstance(n, (Bin, Cmp)):
         return (n.a, n.b)
-    if isinstance(n, (Neg, Cast)):
+    if isinstance(n, (Neg, Cast, Clamp)):
         return (n.operand,)
     if isinstance(n, Call):
         return n.args
@@ -151,6 +166,11 @@ def loads(n: Node) -> Iterator[Load]:
     for m in walk(n):
         if isinstance(m, Load):
             yield m
+
+
+def is_affine(e: Node) -> bool:
+    """True if ``e`` is an affine (quasi-affine) index: no loads, no clamps."""
+    return not any(isinstance(n, (Load, Clamp, Call, Select, Cmp)) for n in walk(e))
 
 
 def affine_text(e: Node) -> str:

@@ -61,9 +61,24 @@ class Statement:
         return f"{self.name}[{', '.join(self.iters)}]"
 
     def access_map(self, array: str, index: Tuple[B.Node, ...]) -> isl.Map:
-        """``{ S[iters] -> array[index] }`` restricted to the domain."""
-        idx = ", ".join(B.affine_text(e) for e in index)
-        m = isl.Map(f"{{ {self._tuple()} -> {array}[{idx}] }}", context=self.domain.get_ctx())
+        """``{ S[iters] -> array[index] }`` restricted to the domain.
+
+        A data-dependent index (a :class:`~polytile.poly.body.Clamp` of a load,
+        as ``gather`` makes) is a may-access of its whole range ``lo <= a <= hi``,
+        so dependences stay sound.
+        """
+        outs, cons = [], []
+        for d, e in enumerate(index):
+            if B.is_affine(e):
+                outs.append(B.affine_text(e))
+            else:
+                a = f"pt_a{d}"
+                outs.append(a)
+                lo, hi = (e.lo, e.hi) if isinstance(e, B.Clamp) else (None, None)
+                if lo is not None:
+                    cons.append(f"{lo} <= {a} <= {hi}")
+        cond = f" : {' and '.join(cons)}" if cons else ""
+        m = isl.Map(f"{{ {self._tuple()} -> {array}[{', '.join(outs)}]{cond} }}", context=self.domain.get_ctx())
         return m.intersect_domain(self.domain)
 
     def reads(self) -> isl.UnionMap:

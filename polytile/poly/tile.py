@@ -27,7 +27,8 @@ from typing import Dict, List, Optional, Tuple
 import islpy as isl
 import numpy as np
 
-from .. import ir, sema
+from .. import desugar, elemwise, ir, sema
+from .. import dtypes as D
 from ..errors import CollisionError, InternalError, NonAffineError, TileSemanticError
 from ..names import NameTable
 from . import body as B
@@ -221,124 +222,83 @@ class _Lowering:
         out = self._arr(st.target)
         shape = out.shape
         cells = tuple(f"i{d}" for d in range(len(shape)))
-        it = {c: c for c in cells}
-        lw = _Elementwise(self, shape, cells)
-        value, _ = lw.lower(st.expr)
-        dom = " and ".join(f"0 <= {c} < {n}" for c, n in zip(cells, shape)) or "true"
-        self.statements.append(Statement(
-            f"E{k}", cells, isl.Set(f"{{ E{k}[{', '.join(cells)}] : {dom} }}"),
-            B.Store(out.name, tuple(B.Iter(c) for c in cells), _cast(value, out.dtype)),
-            "elementwise", st.target, ir.format_stmt(st), st.loc))
+        if isinstance(st.expr, ir.Call) and st.expr.func in desugar.SPECIAL:
+            from .special import lower_special
+
+            self.statements.extend(lower_special(self, k, st, cells))
+            return
+        value = elemwise.walk(st.expr, _NodeOps(self, shape, cells), {**self.bound.sizes, **self.bound.dims})
+        if isinstance(value, elemwise.Lit):
+            value = B.Const(_wrap(value.value, out.dtype), out.dtype)
+        self.statements.append(self.cell_statement(f"E{k}", out, cells, _cast(value, out.dtype), st))
+
+    def cell_statement(self, name: str, out: Array, cells, value: B.Node, st, kind: str = "elementwise",
+                       index=None) -> Statement:
+        """``name[cells] : 0 <= cells < out.shape``: ``out[index or cells] = value``."""
+        dom = " and ".join(f"0 <= {c} < {n}" for c, n in zip(cells, out.shape)) or "true"
+        idx = index if index is not None else tuple(B.Iter(c) for c in cells)
+        return Statement(name, cells, isl.Set(f"{{ {name}[{', '.join(cells)}] : {dom} }}"),
+                         B.Store(out.name, idx, value), kind, st.target, ir.format_stmt(st), st.loc)
+
+    def bcast(self, shape: Tuple[int, ...], out_shape: Tuple[int, ...], cells) -> Tuple[B.Node, ...]:
+        """Index of an operand of ``shape`` in a statement over ``cells`` (numpy broadcasting)."""
+        r, q = len(out_shape), len(shape)
+        if q > r:
+            raise InternalError("operand rank exceeds broadcast rank")
+        return tuple(B.Const(0, B.INDEX) if shape[d] == 1 else B.Iter(cells[r - q + d]) for d in range(q))
 
 
-class _Elementwise:
-    """Lowers an elementwise expression, typing every node the way numpy would.
-
-    Types come from evaluating the expression *abstractly* with numpy on
-    empty arrays (tensors) and Python scalars (literals and dimension values,
-    which NEP 50 treats as weak), so the generated C converts exactly where
-    numpy converts.
-    """
+class _NodeOps(elemwise.Ops):
+    """Builds statement-body nodes with :func:`polytile.elemwise.walk`: the oracle's types, exactly."""
 
     def __init__(self, low: _Lowering, shape: Tuple[int, ...], cells: Tuple[str, ...]):
         self.low = low
         self.shape = shape
         self.cells = cells
 
-    def _bcast(self, shape: Tuple[int, ...]) -> Tuple[B.Node, ...]:
-        r = len(self.shape)
-        q = len(shape)
-        if q > r:
-            raise InternalError("operand rank exceeds broadcast rank")
-        return tuple(B.Const(0, B.INDEX) if shape[d] == 1 else B.Iter(self.cells[r - q + d]) for d in range(q))
+    def dtype(self, v) -> str:
+        return v.dtype
 
-    def lower(self, e: ir.Expr):
-        """Return (node, abstract value)."""
-        with np.errstate(all="ignore"):
-            return self._lower(e)
+    def tensor(self, name: str):
+        arr = self.low.arrays.get(name)
+        if arr is None:
+            raise InternalError(f"unknown name {name} after semantic checks")
+        return B.Load(arr.name, self.low.bcast(arr.shape, self.shape, self.cells), arr.dtype)
 
-    def _lower(self, e: ir.Expr):
-        if isinstance(e, ir.Int):
-            return B.Const(e.value, "int64"), 1
-        if isinstance(e, ir.Float):
-            return B.Const(float(e.value), "float64"), 1.0
-        if isinstance(e, ir.Ref):
-            if e.name in self.low.arrays:
-                arr = self.low.arrays[e.name]
-                return B.Load(arr.name, self._bcast(arr.shape), arr.dtype), np.zeros(0, arr.dtype)
-            if e.name in self.low.bound.dims:
-                return B.Const(int(self.low.bound.dims[e.name]), "int64"), 1
-            raise InternalError(f"unknown name {e.name} after semantic checks")
-        if isinstance(e, ir.Unary):
-            node, av = self._lower(e.operand)
-            rv = _strong(np.negative(av)) if isinstance(av, np.ndarray) else -av
-            return B.Neg(_cast(node, _dt(rv)), _dt(rv)), rv
-        if isinstance(e, ir.Binary):
-            a, av = self._lower(e.lhs)
-            b, bv = self._lower(e.rhs)
-            if e.op in ir.COMPARISONS:
-                opd = np.result_type(av, bv).name
-                rv = _strong(_NP_BIN[e.op](av, bv))
-                return B.Cmp(e.op, a, b, opd), rv
-            rv = _strong(_NP_BIN[e.op](av, bv))
-            return B.Bin(e.op, a, b, _dt(rv)), rv
-        if isinstance(e, ir.Cond):
-            c, cv = self._lower(e.cond)
-            t, tv = self._lower(e.then)
-            f, fv = self._lower(e.else_)
-            rv = _strong(np.where(cv, tv, fv))
-            return B.Select(_cast(c, "bool"), t, f, _dt(rv)), rv
-        if isinstance(e, ir.Call):
-            return self._call(e)
-        raise InternalError(f"cannot lower {e!r}")
+    def const(self, value, dtype: str):
+        return B.Const(_wrap(value, dtype), dtype)
 
-    def _call(self, e: ir.Call):
-        f = e.func
-        if f == "index":
-            t = e.args[0]
-            axis = self.low._const(e.args[1])
-            arr = self.low.arrays.get(t.name) if isinstance(t, ir.Ref) else None
-            if arr is None:
-                raise TileSemanticError("index() needs a tensor as its first argument", e.loc)
-            if axis is None or not 0 <= axis < len(arr.shape):
-                raise TileSemanticError(f"index(): axis must be an integer in [0, {len(arr.shape)})", e.loc)
-            r, q = len(self.shape), len(arr.shape)
-            node = B.Const(0, "int64") if arr.shape[axis] == 1 else B.Iter(self.cells[r - q + axis])
-            return node, np.zeros(0, np.int64)
-        if f in ("as_float", "as_int"):
-            node, av = self._lower(e.args[0])
-            bits = self.low._const(e.args[1])
-            dtype = np.dtype(("float" if f == "as_float" else "int") + str(bits))
-            if dtype.name == "float16":
-                raise TileSemanticError("as_float(X, 16): float16 is not supported by the C backend; use 32 or 64", e.loc)
-            return B.Cast(node, dtype.name), np.zeros(0, dtype)
-        fn = sema.BUILTINS[f].impl
-        args = [self._lower(a) for a in e.args]
-        rv = _strong(fn(*[av for _, av in args]))
-        return B.Call(f, tuple(n for n, _ in args), _dt(rv)), rv
+    def cast(self, v, dtype: str):
+        return B.Cast(v, dtype)
+
+    def unary(self, op: str, v, dtype: str):
+        if op == "-":
+            return B.Neg(v, dtype)
+        ones = True if dtype == "bool" else (-1 if not D.is_unsigned(dtype) else (1 << D.width(dtype)) - 1)
+        return B.Bin("^", v, B.Const(ones, dtype), dtype)
+
+    def binary(self, op: str, a, b, dtype: str):
+        return B.Bin(op, a, b, dtype)
+
+    def compare(self, op: str, a, b, dtype: str):
+        return B.Cmp(op, a, b, dtype)
+
+    def select(self, c, t, e, dtype: str):
+        return B.Select(c, t, e, dtype)
+
+    def call(self, name: str, args, dtype: str):
+        return B.Call(name, tuple(args), dtype)
+
+    def index(self, tensor: str, axis: int):
+        arr = self.low.arrays[tensor]
+        r, q = len(self.shape), len(arr.shape)
+        node = B.Const(0, B.INDEX) if arr.shape[axis] == 1 else B.Iter(self.cells[r - q + axis])
+        return B.Cast(node, "int32")
 
 
-_NP_BIN = {
-    "+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
-    "==": np.equal, "!=": np.not_equal, "<": np.less, ">": np.greater, "<=": np.less_equal, ">=": np.greater_equal,
-}
-
-
-def _strong(v):
-    """numpy scalars behave like arrays of their dtype (strong); Python scalars stay weak."""
-    if isinstance(v, np.generic):
-        return np.zeros(0, v.dtype)
-    return v
-
-
-def _dt(v) -> str:
-    if isinstance(v, np.ndarray):
-        return v.dtype.name
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int64"
-    return "float64"
+def _wrap(value, dtype: str):
+    """A constant in ``dtype``'s range, converted as C converts (what the oracle holds too)."""
+    return elemwise.NumpyOps({}).const(value, dtype).item()
 
 
 def _cast(node: B.Node, dtype: str) -> B.Node:
