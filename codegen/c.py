@@ -89,6 +89,42 @@ static inline uint16_t pt_cvt_uint16(double x) { return (x > -922337203685477580
 static inline uint32_t pt_cvt_uint32(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint32_t)(uint64_t)(int64_t)x : 0; }
 static inline uint64_t pt_cvt_uint64(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint64_t)(uint64_t)(int64_t)x : 0; }
 static inline long pt_clamp(long x, long lo, long hi) { return x < lo ? lo : (x > hi ? hi : x); }
+/* Selects as functions: both operands are evaluated (always safe here), so gcc never
+   if-converts the branch into masked loads -- gcc 12 at -O3 vectorises `c ? A[i] : X[i]`
+   over short inner loops wrongly (tests/test_codegen_select.py). */
+static inline _Bool pt_sel_bool(int k, _Bool t, _Bool e) { return k ? t : e; }
+static inline _Bool pt_pmax_bool(_Bool a, _Bool b) { return a < b ? b : a; }
+static inline _Bool pt_pmin_bool(_Bool a, _Bool b) { return a < b ? a : b; }
+static inline int8_t pt_sel_int8(int k, int8_t t, int8_t e) { return k ? t : e; }
+static inline int8_t pt_pmax_int8(int8_t a, int8_t b) { return a < b ? b : a; }
+static inline int8_t pt_pmin_int8(int8_t a, int8_t b) { return a < b ? a : b; }
+static inline int16_t pt_sel_int16(int k, int16_t t, int16_t e) { return k ? t : e; }
+static inline int16_t pt_pmax_int16(int16_t a, int16_t b) { return a < b ? b : a; }
+static inline int16_t pt_pmin_int16(int16_t a, int16_t b) { return a < b ? a : b; }
+static inline int32_t pt_sel_int32(int k, int32_t t, int32_t e) { return k ? t : e; }
+static inline int32_t pt_pmax_int32(int32_t a, int32_t b) { return a < b ? b : a; }
+static inline int32_t pt_pmin_int32(int32_t a, int32_t b) { return a < b ? a : b; }
+static inline int64_t pt_sel_int64(int k, int64_t t, int64_t e) { return k ? t : e; }
+static inline int64_t pt_pmax_int64(int64_t a, int64_t b) { return a < b ? b : a; }
+static inline int64_t pt_pmin_int64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline uint8_t pt_sel_uint8(int k, uint8_t t, uint8_t e) { return k ? t : e; }
+static inline uint8_t pt_pmax_uint8(uint8_t a, uint8_t b) { return a < b ? b : a; }
+static inline uint8_t pt_pmin_uint8(uint8_t a, uint8_t b) { return a < b ? a : b; }
+static inline uint16_t pt_sel_uint16(int k, uint16_t t, uint16_t e) { return k ? t : e; }
+static inline uint16_t pt_pmax_uint16(uint16_t a, uint16_t b) { return a < b ? b : a; }
+static inline uint16_t pt_pmin_uint16(uint16_t a, uint16_t b) { return a < b ? a : b; }
+static inline uint32_t pt_sel_uint32(int k, uint32_t t, uint32_t e) { return k ? t : e; }
+static inline uint32_t pt_pmax_uint32(uint32_t a, uint32_t b) { return a < b ? b : a; }
+static inline uint32_t pt_pmin_uint32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+static inline uint64_t pt_sel_uint64(int k, uint64_t t, uint64_t e) { return k ? t : e; }
+static inline uint64_t pt_pmax_uint64(uint64_t a, uint64_t b) { return a < b ? b : a; }
+static inline uint64_t pt_pmin_uint64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline float pt_sel_float32(int k, float t, float e) { return k ? t : e; }
+static inline float pt_pmax_float32(float a, float b) { return a < b ? b : a; }
+static inline float pt_pmin_float32(float a, float b) { return a < b ? a : b; }
+static inline double pt_sel_float64(int k, double t, double e) { return k ? t : e; }
+static inline double pt_pmax_float64(double a, double b) { return a < b ? b : a; }
+static inline double pt_pmin_float64(double a, double b) { return a < b ? a : b; }
 /* PlaidML's round(): half away from zero. */
 static inline double pt_round(double x) { return x < 0 ? -floor(-x + 0.5) : floor(x + 0.5); }
 static inline float pt_roundf(float x) { return x < 0 ? -floorf(-x + 0.5f) : floorf(x + 0.5f); }
@@ -204,7 +240,9 @@ class BodyPrinter:
         if isinstance(n, B.Cmp):
             return f"({self.as_type(n.a, n.operand_dtype)} {n.op} {self.as_type(n.b, n.operand_dtype)})"
         if isinstance(n, B.Select):
-            return f"({self.as_type(n.cond, 'bool')} ? {self.as_type(n.then, n.dtype)} : {self.as_type(n.else_, n.dtype)})"
+            d = _helper_dtype(n.dtype)
+            text = f"pt_sel_{d}({self.as_type(n.cond, 'bool')}, {self.as_type(n.then, d)}, {self.as_type(n.else_, d)})"
+            return text if d == n.dtype else f"(({ctype(n.dtype)}){text})"
         if isinstance(n, B.Call):
             return self.call(n)
         raise InternalError(f"cannot print body node {n!r}")
@@ -232,15 +270,19 @@ class BodyPrinter:
             # An integer argument: computed in double, truncated back (the oracle's rule).
             dargs = ", ".join(f"(double)({a})" for a in args)
             return f"pt_cvt_{d}({name}({dargs}))"
+        h = _helper_dtype(d)
+        hargs = [self.as_type(a, h) for a in n.args]
+        back = (lambda t: t) if h == d else (lambda t: f"(({ctype(d)}){t})")
         if f == "abs":
-            x = args[0]
-            return self._narrow(f"(({x}) < 0 ? -({x}) : ({x}))", d)
+            if h == "bool" or h.startswith("uint"):
+                return back(hargs[0])  # x < 0 ? -x : x is x for unsigned values
+            return back(f"pt_sel_{h}({hargs[0]} < 0, {self._narrow(f'(-{hargs[0]})', h)}, {hargs[0]})")
         if f == "max":
-            return f"(({args[0]}) < ({args[1]}) ? ({args[1]}) : ({args[0]}))"
+            return back(f"pt_pmax_{h}({hargs[0]}, {hargs[1]})")
         if f == "min":
-            return f"(({args[0]}) < ({args[1]}) ? ({args[0]}) : ({args[1]}))"
+            return back(f"pt_pmin_{h}({hargs[0]}, {hargs[1]})")
         if f == "relu":
-            return f"(({args[0]}) < 0 ? {c_const(0, d)} : ({args[0]}))"
+            return back(f"pt_sel_{h}({hargs[0]} < 0, {c_const(0, h)}, {hargs[0]})")
         if f == "sigmoid":
             return f"({one} / ({one} + exp{suffix}(-{args[0]})))"
         if f == "recip":
@@ -574,6 +616,11 @@ class AstPrinter:
         if binds:
             return cgen.Line("{ " + " ".join(binds) + " " + stmt + " }")
         return cgen.Line(stmt)
+
+
+def _helper_dtype(dtype: str) -> str:
+    """The prelude's helpers are written per dtype; float16 goes through float32 (exact for these ops)."""
+    return "float32" if dtype == "float16" else dtype
 
 
 def _comment(text: str) -> str:

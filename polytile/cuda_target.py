@@ -103,11 +103,11 @@ class CudaKernel:
         return pipeline.run_scop(self.spec, arrays)
 
 
-def _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid):
+def _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid, sizes=None):
     prog = pipeline.load_program(source_or_program)
     shapes = [tuple(int(x) for x in s) for s in shapes]
     dtypes = [np.dtype(d).name for d in dtypes]
-    bound = sema.bind(prog, shapes, dtypes)
+    bound = sema.bind(prog, shapes, dtypes, sizes)
     scop = lower_to_scop(bound)
     sched = gpu_schedule(scop)
     limits = gpu_limits(hardware, threads=threads, max_grid=max_grid)
@@ -157,7 +157,7 @@ def _mappings(scop, sched, limits, hardware, threads, shared, steps, mappings=No
 def compile_cuda(source_or_program, shapes: Sequence[Sequence[int]], dtypes: Sequence[Any], *,
                  hardware: Any = "nvidia-h100", emulate: bool = False, threads: Optional[int] = None,
                  max_grid=None, reverse: bool = True, shared: Optional[bool] = None,
-                 steps: Optional[dict] = None) -> CudaKernel:
+                 steps: Optional[dict] = None, sizes: Optional[dict] = None) -> CudaKernel:
     """Map, generate and build one specialisation; return a callable :class:`CudaKernel`.
 
     >>> # k = compile_cuda("examples/matmul.tile", [(64, 32), (32, 48)], ["float32"] * 2, emulate=True)
@@ -171,9 +171,11 @@ def compile_cuda(source_or_program, shapes: Sequence[Sequence[int]], dtypes: Seq
     none) and ``steps`` (``{reduction iterator: step}``: promote with this
     step box, raising an out-of-resources error when the tiles exceed the
     descriptor's shared memory per block) force a choice instead;
-    ``max_grid`` (blocks per axis) forces grid-stride loops.
+    ``max_grid`` (blocks per axis) forces grid-stride loops.  ``sizes`` gives the
+    values of size inputs and constants (see :func:`polytile.reference.constants`).
     """
-    bound, scop, sched, limits, _ = _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid)
+    bound, scop, sched, limits, _ = _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid,
+                                                sizes)
     maps, ests = _mappings(scop, sched, limits, hardware, threads, shared, steps)
     return _build(bound, scop, sched, limits, maps, emulate, reverse, ests)
 

@@ -344,24 +344,25 @@ class Kernel:
         spec = self._cache.get(skey)
         if spec is None:
             if self.options.target in GPU_TARGETS:
-                spec = self._gpu(shapes, dtypes).spec
+                spec = self._gpu(shapes, dtypes, sizes).spec
             else:
                 spec = specialize(self.program, shapes, dtypes, self.options, build=build, sizes=sizes)
             self._cache[skey] = spec
         return spec
 
-    def _gpu(self, shapes, dtypes):
+    def _gpu(self, shapes, dtypes, sizes=None):
         """The CUDA (or emulated) kernel for a signature; GPU mapping and launch live in cuda_target."""
         from . import cuda_target
 
-        key = ("gpu", tuple(tuple(s) for s in shapes), tuple(np.dtype(d).name for d in dtypes))
+        sizes = dict(sizes or {})
+        key = ("gpu", tuple(tuple(s) for s in shapes), tuple(np.dtype(d).name for d in dtypes), sorted(sizes.items()))
         k = self._cache.get(repr(key))
         if k is None:
             hw = self.options.hardware
             if hw is None or hw == "host" or getattr(load_hardware(hw), "kind", "cpu") != "gpu":
                 hw = "nvidia-h100"  # the host is a CPU: map for the default GPU descriptor
             k = cuda_target.compile_cuda(self.program, shapes, dtypes, hardware=hw,
-                                         emulate=self.options.target == "cuda-emulate")
+                                         emulate=self.options.target == "cuda-emulate", sizes=sizes)
             self._cache[repr(key)] = k
         return k
 
@@ -375,7 +376,7 @@ class Kernel:
     def __call__(self, *args, **named):
         arrays = self._arrays(args, named)
         if self.options.target in GPU_TARGETS:
-            return self._gpu([a.shape for a in arrays], [a.dtype for a in arrays])(*arrays)
+            return self._gpu([a.shape for a in arrays], [a.dtype for a in arrays], self._sizes(args, named))(*arrays)
         spec = self.specialize_shapes([a.shape for a in arrays], [a.dtype for a in arrays],
                                       sizes=self._sizes(args, named))
         return run_specialization(spec, arrays)
