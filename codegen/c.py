@@ -88,6 +88,7 @@ static inline uint8_t pt_cvt_uint8(double x) { return (x > -9223372036854775808.
 static inline uint16_t pt_cvt_uint16(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint16_t)(uint64_t)(int64_t)x : 0; }
 static inline uint32_t pt_cvt_uint32(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint32_t)(uint64_t)(int64_t)x : 0; }
 static inline uint64_t pt_cvt_uint64(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint64_t)(uint64_t)(int64_t)x : 0; }
+static inline _Bool pt_cvt_bool(double x) { return x - x == 0 && (x >= 1.0 || x <= -1.0); }
 static inline long pt_clamp(long x, long lo, long hi) { return x < lo ? lo : (x > hi ? hi : x); }
 /* Selects as functions: both operands are evaluated (always safe here), so gcc never
    if-converts the branch into masked loads -- gcc 12 at -O3 vectorises `c ? A[i] : X[i]`
@@ -95,36 +96,58 @@ static inline long pt_clamp(long x, long lo, long hi) { return x < lo ? lo : (x 
 static inline _Bool pt_sel_bool(int k, _Bool t, _Bool e) { return k ? t : e; }
 static inline _Bool pt_pmax_bool(_Bool a, _Bool b) { return a < b ? b : a; }
 static inline _Bool pt_pmin_bool(_Bool a, _Bool b) { return a < b ? a : b; }
+static inline _Bool pt_relu_bool(_Bool a) { return a < 0 ? 0 : a; }
+static inline _Bool pt_abs_bool(_Bool a) { return a; }
 static inline int8_t pt_sel_int8(int k, int8_t t, int8_t e) { return k ? t : e; }
 static inline int8_t pt_pmax_int8(int8_t a, int8_t b) { return a < b ? b : a; }
 static inline int8_t pt_pmin_int8(int8_t a, int8_t b) { return a < b ? a : b; }
+static inline int8_t pt_relu_int8(int8_t a) { return a < 0 ? 0 : a; }
+static inline int8_t pt_abs_int8(int8_t a) { return a < 0 ? (int8_t)(-a) : a; }
 static inline int16_t pt_sel_int16(int k, int16_t t, int16_t e) { return k ? t : e; }
 static inline int16_t pt_pmax_int16(int16_t a, int16_t b) { return a < b ? b : a; }
 static inline int16_t pt_pmin_int16(int16_t a, int16_t b) { return a < b ? a : b; }
+static inline int16_t pt_relu_int16(int16_t a) { return a < 0 ? 0 : a; }
+static inline int16_t pt_abs_int16(int16_t a) { return a < 0 ? (int16_t)(-a) : a; }
 static inline int32_t pt_sel_int32(int k, int32_t t, int32_t e) { return k ? t : e; }
 static inline int32_t pt_pmax_int32(int32_t a, int32_t b) { return a < b ? b : a; }
 static inline int32_t pt_pmin_int32(int32_t a, int32_t b) { return a < b ? a : b; }
+static inline int32_t pt_relu_int32(int32_t a) { return a < 0 ? 0 : a; }
+static inline int32_t pt_abs_int32(int32_t a) { return a < 0 ? (int32_t)(-a) : a; }
 static inline int64_t pt_sel_int64(int k, int64_t t, int64_t e) { return k ? t : e; }
 static inline int64_t pt_pmax_int64(int64_t a, int64_t b) { return a < b ? b : a; }
 static inline int64_t pt_pmin_int64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t pt_relu_int64(int64_t a) { return a < 0 ? 0 : a; }
+static inline int64_t pt_abs_int64(int64_t a) { return a < 0 ? (int64_t)(-a) : a; }
 static inline uint8_t pt_sel_uint8(int k, uint8_t t, uint8_t e) { return k ? t : e; }
 static inline uint8_t pt_pmax_uint8(uint8_t a, uint8_t b) { return a < b ? b : a; }
 static inline uint8_t pt_pmin_uint8(uint8_t a, uint8_t b) { return a < b ? a : b; }
+static inline uint8_t pt_relu_uint8(uint8_t a) { return a < 0 ? 0 : a; }
+static inline uint8_t pt_abs_uint8(uint8_t a) { return a; }
 static inline uint16_t pt_sel_uint16(int k, uint16_t t, uint16_t e) { return k ? t : e; }
 static inline uint16_t pt_pmax_uint16(uint16_t a, uint16_t b) { return a < b ? b : a; }
 static inline uint16_t pt_pmin_uint16(uint16_t a, uint16_t b) { return a < b ? a : b; }
+static inline uint16_t pt_relu_uint16(uint16_t a) { return a < 0 ? 0 : a; }
+static inline uint16_t pt_abs_uint16(uint16_t a) { return a; }
 static inline uint32_t pt_sel_uint32(int k, uint32_t t, uint32_t e) { return k ? t : e; }
 static inline uint32_t pt_pmax_uint32(uint32_t a, uint32_t b) { return a < b ? b : a; }
 static inline uint32_t pt_pmin_uint32(uint32_t a, uint32_t b) { return a < b ? a : b; }
+static inline uint32_t pt_relu_uint32(uint32_t a) { return a < 0 ? 0 : a; }
+static inline uint32_t pt_abs_uint32(uint32_t a) { return a; }
 static inline uint64_t pt_sel_uint64(int k, uint64_t t, uint64_t e) { return k ? t : e; }
 static inline uint64_t pt_pmax_uint64(uint64_t a, uint64_t b) { return a < b ? b : a; }
 static inline uint64_t pt_pmin_uint64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t pt_relu_uint64(uint64_t a) { return a < 0 ? 0 : a; }
+static inline uint64_t pt_abs_uint64(uint64_t a) { return a; }
 static inline float pt_sel_float32(int k, float t, float e) { return k ? t : e; }
 static inline float pt_pmax_float32(float a, float b) { return a < b ? b : a; }
 static inline float pt_pmin_float32(float a, float b) { return a < b ? a : b; }
+static inline float pt_relu_float32(float a) { return a < 0 ? 0 : a; }
+static inline float pt_abs_float32(float a) { return a < 0 ? (float)(-a) : a; }
 static inline double pt_sel_float64(int k, double t, double e) { return k ? t : e; }
 static inline double pt_pmax_float64(double a, double b) { return a < b ? b : a; }
 static inline double pt_pmin_float64(double a, double b) { return a < b ? a : b; }
+static inline double pt_relu_float64(double a) { return a < 0 ? 0 : a; }
+static inline double pt_abs_float64(double a) { return a < 0 ? (double)(-a) : a; }
 /* PlaidML's round(): half away from zero. */
 static inline double pt_round(double x) { return x < 0 ? -floor(-x + 0.5) : floor(x + 0.5); }
 static inline float pt_roundf(float x) { return x < 0 ? -floorf(-x + 0.5f) : floorf(x + 0.5f); }
@@ -271,18 +294,18 @@ class BodyPrinter:
             dargs = ", ".join(f"(double)({a})" for a in args)
             return f"pt_cvt_{d}({name}({dargs}))"
         h = _helper_dtype(d)
-        hargs = [self.as_type(a, h) for a in n.args]
+        # Render each argument once: nested calls must stay linear in size.
+        hargs = args if h == d else [f"(({ctype(h)})({a}))" for a in args]
         back = (lambda t: t) if h == d else (lambda t: f"(({ctype(d)}){t})")
+        # Helpers take each argument once: nested calls must not duplicate their text.
         if f == "abs":
-            if h == "bool" or h.startswith("uint"):
-                return back(hargs[0])  # x < 0 ? -x : x is x for unsigned values
-            return back(f"pt_sel_{h}({hargs[0]} < 0, {self._narrow(f'(-{hargs[0]})', h)}, {hargs[0]})")
+            return back(f"pt_abs_{h}({hargs[0]})")
         if f == "max":
             return back(f"pt_pmax_{h}({hargs[0]}, {hargs[1]})")
         if f == "min":
             return back(f"pt_pmin_{h}({hargs[0]}, {hargs[1]})")
         if f == "relu":
-            return back(f"pt_sel_{h}({hargs[0]} < 0, {c_const(0, h)}, {hargs[0]})")
+            return back(f"pt_relu_{h}({hargs[0]})")
         if f == "sigmoid":
             return f"({one} / ({one} + exp{suffix}(-{args[0]})))"
         if f == "recip":
@@ -334,6 +357,7 @@ class AstPrinter:
         self.body = BodyPrinter(self.arrays)
         self.parallel_loops = 0
         self.locals: set = set()
+        self.unsafe_locals: set = set()  # 'local' marks isl's AST repeats: not one scope, keep the array
         self.vector_types: set = set()  # (dtype, lanes) used by register tiles
         self.notes: List[str] = []  # why a requested optimisation was not applied
         # Packing (see codegen/pack.py): boxes isl computed per pack mark, the
@@ -364,8 +388,10 @@ class AstPrinter:
             inner = n.mark_get_node()
             if name.startswith("local "):
                 arr = self.arrays[name.split(" ", 1)[1]]
+                if arr.name in self.unsafe_locals:
+                    return self.node(inner, marks)  # the array stays in memory (see _local_arrays)
                 self.locals.add(arr.name)
-                local = f"{arr.name}_l"
+                local = f"pt_l_{arr.name}"  # pt_*: never a user's name (polytile.names)
                 saved = dict(self.body.locals)
                 self.body.locals[arr.name] = local
                 inside = self.node(inner, marks)
@@ -651,19 +677,26 @@ def _canonical(cond: str, it: str) -> bool:
     return bool(m) and not re.search(rf"\b{re.escape(it)}\b", m.group(2))
 
 
-def _local_arrays(ast: isl.AstNode) -> set:
-    """Arrays replaced by local scalars somewhere in the AST (``local A`` marks)."""
-    found: set = set()
+def _local_arrays(ast: isl.AstNode) -> Tuple[set, set]:
+    """(arrays replaced by local scalars, arrays whose ``local`` mark the AST holds more than once).
+
+    A contracted temporary lives in one scalar declared by its mark.  isl may generate a marked
+    subtree more than once (a band split into pieces: ``T = A + 1`` at the first point, the
+    consumers in a loop after it); each copy would declare its own scalar and the consumers would
+    read one that was never written.  Such an array is not contracted.
+    """
+    count: Dict[str, int] = {}
 
     def visit(n: isl.AstNode) -> bool:
         if n.get_type() == isl.ast_node_type.mark:
             name = n.mark_get_id().get_name()
             if name.startswith("local "):
-                found.add(name.split(" ", 1)[1])
+                arr = name.split(" ", 1)[1]
+                count[arr] = count.get(arr, 0) + 1
         return True
 
     ast.foreach_descendant_top_down(visit)
-    return found
+    return {a for a, n in count.items() if n == 1}, {a for a, n in count.items() if n > 1}
 
 
 def _pointer(a: Array, declarator: str) -> str:
@@ -703,7 +736,9 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     printer = AstPrinter(scop)
     printer.footprints = footprints
     printer.notes.extend(errors)
-    printer.locals |= _local_arrays(ast)  # known before any parallel body is outlined
+    contracted, repeated = _local_arrays(ast)
+    printer.locals |= contracted  # known before any parallel body is outlined
+    printer.unsafe_locals |= repeated
     body = printer.node(ast)
 
     order = {"input": 0, "inout": 1, "output": 2, "temp": 3}

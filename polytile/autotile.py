@@ -29,6 +29,7 @@ import numpy as np
 
 from .errors import PolytileError, ScheduleError
 from .hardware import CPUDescriptor
+from .poly import body as B
 from .schedule import Schedule
 from .schedule.core import _value_range
 
@@ -85,8 +86,6 @@ def roles(s: Schedule, stmt: str) -> Optional[Roles]:
     # Original loop order only (iterators whose range is one point have no loop).
     if not set(loops) <= set(st.iters) or [v for v in st.iters if v in loops] != loops:
         return None
-    from .poly import body as B
-
     out_idx = st.body.index
     if not out_idx or not isinstance(out_idx[-1], B.Iter):
         return None
@@ -107,6 +106,8 @@ def roles(s: Schedule, stmt: str) -> Optional[Roles]:
             return None
         if isinstance(x, B.Load) and x.dtype != dtype:
             return None
+    if not out_idx or not isinstance(out_idx[-1], B.Iter):
+        return None  # the innermost output index is a constant: no row to block over
     j = out_idx[-1].name
     out_iters = [e.name for e in out_idx if isinstance(e, B.Iter)]
     used = {x.name for e in out_idx for x in B.walk(e) if isinstance(x, B.Iter)}
@@ -116,6 +117,8 @@ def roles(s: Schedule, stmt: str) -> Optional[Roles]:
     ext = {}
     for d, name in s.table[st.name].loops():
         rng = _value_range([s.table[st.name].map], d)
+        if rng.strip("[]").strip() == "":
+            return None  # an empty domain (a zero-size loop): nothing to block
         lo, hi = (int(x) for x in rng.strip("[]").split(","))
         ext[name] = hi - lo + 1
     # i: the output loop next to j with the largest extent; k: the longest reduction loop.
@@ -199,8 +202,6 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
     >>> # B's 256x1024 row panel once per k_t (shared by the threads of the parallel i_t)
     >>> # conv2d (n, y, co_t, ci_t, x_t, ...): the whole filter F once per image n, not per row y
     """
-    from .poly import body as B
-
     r = roles(s, cfg.stmt)
     if r is None or not cfg.regtile:
         return []
@@ -489,8 +490,6 @@ def _trips(r: Roles, cfg: TileConfig) -> Dict[str, int]:
 
 def _consumers(s: Schedule, stmt: str) -> List[str]:
     """Elementwise statements reading ``stmt``'s output cell-for-cell (same shape, no broadcast)."""
-    from .poly import body as B
-
     st = s.scop.statement(stmt)
     out = []
     for e in s.scop.statements:
@@ -524,13 +523,14 @@ def fuse_epilogues(s: Schedule, cfg: TileConfig) -> Schedule:
     if not shared:
         return s
     tiles = {f"{cfg.i}_t": (cfg.i, cfg.mc), f"{cfg.j}_t": (cfg.j, cfg.nc)}
-    out_iters = [x.name for x in s.scop.statement(st).body.index]
+    out_idx = s.scop.statement(st).body.index
     prev = st
     for e in _consumers(s, st):
         e_iters = s.scop.statement(e).iters
-        if len(e_iters) != len(out_iters):
+        if len(e_iters) != len(out_idx):
             continue
-        rename = dict(zip(out_iters, e_iters))  # contraction output iterator -> consumer iterator
+        # contraction output iterator -> consumer iterator (a constant output index has none)
+        rename = {x.name: v for x, v in zip(out_idx, e_iters) if isinstance(x, B.Iter)}
         try:
             sizes = {rename[v]: size for _, (v, size) in tiles.items() if v in rename}
             t = s.tile(e, sizes)

@@ -33,6 +33,8 @@ the offending line with a caret::
 """
 from __future__ import annotations
 
+import contextlib
+import sys
 from dataclasses import dataclass
 from typing import Optional
 
@@ -154,3 +156,26 @@ class ConfigError(PolytileEnvironmentError, ValueError):
 
 class CacheWarning(UserWarning):
     """A damaged or foreign kernel-cache entry was found and discarded (it is rebuilt)."""
+
+
+@contextlib.contextmanager
+def recursion_room(limit: int = 20000):
+    """Raise Python's recursion limit while a pass runs over deep expression trees.
+
+    Every pass over a Tile expression recurses; the parser bounds the depth
+    (``MAX_DEPTH`` nesting levels, ``MAX_TERMS`` operations in a row) so that
+    a deep but legal program is compiled, and a deeper one is a located
+    error, never a ``RecursionError``.  Python 3.11 keeps pure-Python
+    recursion off the C stack, so this limit is safe.
+
+        >>> with recursion_room():
+        ...     pass
+    """
+    old = sys.getrecursionlimit()
+    if old < limit:
+        sys.setrecursionlimit(limit)
+    try:
+        yield
+    finally:
+        if old < limit:
+            sys.setrecursionlimit(old)

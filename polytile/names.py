@@ -6,8 +6,8 @@ called ``#int`` or an index called ``exp`` would break C, and ``mod`` or
 safe identifiers and keeps the user's spelling when it can.
 
     >>> t = NameTable()
-    >>> t.claim("A"), t.claim("int"), t.claim("A"), t.claim("c0")
-    ('A', 'v_int', 'A_1', 'v_c0')
+    >>> t.claim("A"), t.claim("int"), t.claim("A"), t.claim("c0"), t.claim("M_PI")
+    ('A', 'v_int', 'A_1', 'v_c0', 'v_M_PI')
 """
 from __future__ import annotations
 
@@ -37,13 +37,21 @@ LIBM = frozenset(
     int8_t int16_t int32_t int64_t uint8_t size_t printf malloc free memcpy memset omp_get_num_threads
     floord min max errno""".split()
 )
-RESERVED = C_KEYWORDS | ISL_KEYWORDS | LIBM
+# Macros of the headers generated code includes (math.h, stdint.h, stdlib.h, omp.h, cuda_runtime.h)
+# that are no single upper-case word with an underscore (those are all refused, see is_safe).
+LIBC_MACROS = frozenset(
+    """NAN INFINITY EOF NULL BUFSIZ assert errno isnan isinf isfinite isnormal signbit fpclassify
+    isgreater isless islessgreater isunordered stdin stdout stderr offsetof alloca unix linux""".split()
+)
+RESERVED = C_KEYWORDS | ISL_KEYWORDS | LIBM | LIBC_MACROS
+# M_PI, RAND_MAX, INT64_MAX, EXIT_SUCCESS, FP_NAN, ...: the C headers' macro namespace.
+_MACRO_LIKE = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]*)+$")
 
 
 def is_safe(name: str) -> bool:
     """True if ``name`` can be used verbatim in both isl text and C."""
     return (bool(_IDENT.match(name)) and name not in RESERVED and name.lower() not in ISL_KEYWORDS
-            and not _GENERATED.match(name))
+            and not _GENERATED.match(name) and not _MACRO_LIKE.match(name))
 
 
 class NameTable:

@@ -25,7 +25,7 @@ from . import deps as deps_mod
 from . import ir, sema
 from . import reference as reference_mod
 from .config import debug_log, get_config
-from .errors import PolytileError, ShapeError, TileSyntaxError
+from .errors import PolytileError, ShapeError, recursion_room, TileSyntaxError
 from .frontends.tile import parse, parse_file
 from .poly.scop import Scop
 from .poly.tile import lower as lower_to_scop
@@ -92,7 +92,8 @@ def load_program(source: SourceLike) -> ir.Program:
             raise PolytileError(f"cannot read {path}: {e.strerror}") from None
     else:
         prog = parse(source)
-    sema.check(prog)
+    with recursion_room():
+        sema.check(prog)
     return prog
 
 
@@ -257,6 +258,11 @@ def load_hardware(name: str):
 def specialize(program: ir.Program, shapes, dtypes, options: Options, *, build: bool = True,
                sizes: Optional[Mapping[str, int]] = None) -> Specialization:
     """Run the passes for concrete shapes/dtypes (and size inputs' values); with ``build``, compile and load too."""
+    with recursion_room():
+        return _specialize(program, shapes, dtypes, options, build, sizes)
+
+
+def _specialize(program, shapes, dtypes, options, build, sizes) -> Specialization:
     t0 = time.perf_counter()
     bound = sema.bind(program, shapes, dtypes, sizes)
     _stage("bind", t0)

@@ -53,7 +53,7 @@ import numpy as np
 
 from . import desugar, ir, sema
 from . import dtypes as D
-from .errors import CollisionError, InternalError, NonAffineError, ShapeError, TileSemanticError
+from .errors import CollisionError, InternalError, NonAffineError, ShapeError, TileSemanticError, recursion_room
 from .ir import Binary, Contraction, DimDef, Float, Index, Int, Program, Ref, Unary, format_expr
 
 __all__ = ["CHUNK", "evaluate", "run", "index_ranges"]
@@ -652,6 +652,11 @@ def evaluate(program: Program, arrays: Sequence[np.ndarray] = (), **named) -> Di
         >>> evaluate(p, [np.arange(3)])["Y"]
         array([0, 2, 4])
     """
+    with recursion_room():
+        return _evaluate(program, arrays, named)
+
+
+def _evaluate(program: Program, arrays, named) -> Dict[str, np.ndarray]:
     sizes = constants(program, arrays, named)
     arrs = _collect(program, arrays, named)
     bound = sema.bind(program, [a.shape for a in arrs], [a.dtype for a in arrs], sizes)

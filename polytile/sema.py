@@ -572,7 +572,19 @@ class _Checker:
             if rank is not None and rank != len(s.indices):
                 self.err(f"default '{s.default}' has rank {rank} but '{s.output}' has rank {len(s.indices)}", s)
 
+    def literals(self) -> None:
+        """Integer literals must fit 64 bits: C would wrap them silently."""
+        for stmt in self.p.body:
+            exprs = ([stmt.expr] if not isinstance(stmt, Contraction) else
+                     list(stmt.indices) + list(stmt.sizes) + [e for op in stmt.operands for e in op.indices]
+                     + [e for c in stmt.constraints for e in (c.expr, c.bound)])
+            for e in exprs:
+                for n in ir.walk(e):
+                    if isinstance(n, Int) and not -2 ** 63 <= n.value < 2 ** 63:
+                        self.err(f"integer literal {n.value} does not fit in 64 bits", n, stmt)
+
     def run(self) -> None:
+        self.literals()
         self.header()
         for s in self.p.body:
             self.statement(s)
@@ -866,6 +878,9 @@ class Bound:
             n = self._size_at(z, s)
             if n < 0:
                 raise ShapeError(f"{s.output}: size of axis {axis} is {format_expr(z)} = {n} < 0", _where(z, s))
+            if n >= 2 ** 62:
+                raise ShapeError(f"{s.output}: size of axis {axis} is {format_expr(z)} = {n}, too large to index",
+                                 _where(z, s))
             shape.append(n)
         for op in s.operands:
             t = self._tensors[op.tensor]

@@ -275,7 +275,7 @@ def test_fuse_contracts_the_intermediate(rng):
     params = c_params("matmul_bias_relu", s, MBR, rng)
     assert "C" not in params and {"A", "W", "B", "Y"} <= set(params)
     body = function_body(src)
-    assert "C_l" in body
+    assert "pt_l_C" in body
     assert not re.search(r"\bC\s*\[", body), "the contracted C must not be indexed as an array"
     signature = body.splitlines()[0]
     assert signature.count("void *") == len(params) == 4

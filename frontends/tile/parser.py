@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional, Set, Tuple, Union
 
-from polytile.errors import SourceLocation, TileSyntaxError
+from polytile.errors import SourceLocation, TileSyntaxError, recursion_room
 from polytile.ir import (
     AGGREGATIONS,
     Access,
@@ -66,6 +66,10 @@ _BINARY_LEVELS: Tuple[Tuple[str, ...], ...] = (
 _POLY_FIRST_LEVEL = 6
 
 _AGG_LIST = " ".join(AGGREGATIONS)  # "+ * > < ="
+#: Limits that keep every later pass (all recursive over the expression tree) far from Python's
+#: recursion limit, which polytile's drivers raise to 20,000 while they run (polytile.pipeline).
+MAX_DEPTH = 500
+MAX_TERMS = 2000
 _COMBOS = ("+", "*", "==")
 
 
@@ -80,6 +84,7 @@ class Parser:
         self.source = Source(text, filename)
         self._stream = Lexer(self.source).tokens()
         self._buf: List[Token] = []
+        self._depth = 0  # open parentheses, calls, unary operators and conditionals
 
     # -- token plumbing ------------------------------------------------------
 
@@ -464,7 +469,20 @@ class Parser:
         """An index polynomial or size expression: ``+ - * /``, unary ``-``, ``INT idx``."""
         return self._binary(_POLY_FIRST_LEVEL, poly=True)
 
+    def _nest(self, tok: Token) -> None:
+        """Count one level of nesting; past MAX_DEPTH a located error (not Python's RecursionError)."""
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise self.error(f"expression nests deeper than {MAX_DEPTH} levels; split it into statements", tok)
+
     def _conditional(self) -> Expr:
+        self._nest(self.peek())
+        try:
+            return self._conditional_inner()
+        finally:
+            self._depth -= 1
+
+    def _conditional_inner(self) -> Expr:
         cond = self._binary(0, poly=False)
         if not self.at("?"):
             return cond
@@ -485,10 +503,15 @@ class Parser:
             return self._unary(poly)
         ops = _BINARY_LEVELS[level]
         lhs = self._binary(level + 1, poly)
+        chain = 0
         while self.at(*ops):
             op = self.advance()
             rhs = self._binary(level + 1, poly)
             lhs = Binary(str(op.value), lhs, rhs, loc=self.loc(op))
+            chain += 1
+            if chain > MAX_TERMS:
+                raise self.error(f"more than {MAX_TERMS} '{op.text}' operations in a row; split the expression "
+                                 f"into statements", op)
         return lhs
 
     def _unary(self, poly: bool) -> Expr:
@@ -615,7 +638,8 @@ def parse(text: str, filename: str = "<string>") -> Program:
     >>> (p.outputs, p.body[0].combo, p.body[0].sizes)
     (('R',), '*', ())
     """
-    return Parser(text, filename).parse_program()
+    with recursion_room():
+        return Parser(text, filename).parse_program()
 
 
 def parse_file(path: Union[str, Path]) -> Program:
