@@ -105,3 +105,14 @@ def test_program_text_vs_path_is_not_guessed_from_length():
     with pytest.raises(PolytileError) as e:
         polytile.compile("x" * 300)
     assert not isinstance(e.value, OSError)
+
+
+def test_vectorize_then_interchange_cannot_nest_a_loop_inside_simd():
+    from polytile.errors import IllegalSchedule
+
+    s = polytile.schedule("function (A[M, N]) -> (B) { B = A * 2; }", dims="M=8,N=16", parallel=False)
+    s = s.parallel("B", "i0").vectorize("B", "i1")
+    with pytest.raises(IllegalSchedule) as e:
+        s.interchange("B", "i0", "i1")
+    assert "no longer be innermost" in str(e.value)
+    s.tile("B", i1=4)  # tiling is fine: the simd mark stays on the inner (point) loop

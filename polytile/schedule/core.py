@@ -279,11 +279,22 @@ class Schedule:
         if not viol.is_empty():
             raise IllegalSchedule(self._explain(what, viol, "would run a dependence's sink before its source"))
         for stmt, loop, kind, arg in sorted(self.marks, key=str):
+            if kind == SIMD:
+                self._check_innermost(what, stmt, loop)
             if kind in (PARALLEL, SIMD):
                 self._check_parallel(what, stmt, loop, kind, arg)
             elif kind == PACK:
                 self._check_pack(what, stmt, loop, arg)
         return self
+
+    def _check_innermost(self, what: str, stmt: str, loop: str) -> None:
+        """A simd loop stays innermost: an interchange or tiling after vectorize must not put a loop
+        (a parallel one above all) inside it."""
+        dim = self.loop_dim(stmt, loop)
+        inner = [name for d, name in self.table[stmt].loops() if d > dim]
+        if inner:
+            raise IllegalSchedule(f"{what} is illegal: simd loop {loop!r} of {stmt} would no longer be innermost "
+                                  f"(inside it: {', '.join(inner)}); vectorize the new innermost loop instead")
 
     def _check_pack(self, what: str, stmt: str, loop: str, arg) -> None:
         """A packed copy is only a copy if nothing inside the loop writes the array."""
