@@ -808,7 +808,7 @@ NON_AFFINE = {
     "unbounded loop": ("  for (i = 0; i >= 0; i++)\n    x[i] = 0;\n", 4, 15, ["no upper bound"]),
     "non-constant step": ("  for (i = 0; i < n; i += m)\n    x[i] = 0;\n", 4, 22, ["loop increment"]),
     "float iterator": ("  for (double d = 0; d < n; d++)\n    x[0] = d;\n", 4, 15, ["not an integer variable"]),
-    "assignment inside an expression": ("  for (i = 0; i < n; i++)\n    x[i] = (y[i] = 2.0);\n", 5, 13,
+    "assignment inside an expression": ("  for (i = 0; i < n; i++)\n    x[i] = (y[i] = 2.0) + 1.0;\n", 5, 13,
                                         ["assignment inside an expression"]),
     "partial subscript": ("  for (i = 0; i < n; i++)\n    x[i] = k2(A[i]);\n", 5, 15, ["pointer argument"]),
 }

@@ -561,3 +561,14 @@ def test_no_shell_and_hostile_names(tmp_path, capsys, monkeypatch):
     code, out, err = run(capsys, "opt", name, "-D", "X=$(touch pwned3)", "-I", "`touch pwned4`")
     assert code == 0, err
     assert not list(tmp_path.glob("pwned*"))
+
+
+@needs_cc
+def test_chained_assignment_is_two_statements(tmp_path):
+    # PolyBench's deriche writes 'a1 = a5 = k;': the inner assignment first, then the outer reads it.
+    path = kernel_file(tmp_path, "for (i = 0; i < n; i++) for (j = 0; j < n; j++) {\n"
+                                 "  B[i][j] = A[j][i] = A[i][j] * 0.5 + 1.0;\n  C[i][j] = B[i][j] + A[j][i];\n}",
+                       params="int n, double A[restrict n][n], double B[restrict n][n], double C[restrict n][n]")
+    assert_verified(path)
+    (region,) = extract(path)
+    assert len(region.scop.statements) == 3  # A[j][i] = ..., B[i][j] = A[j][i], C[i][j] = ...

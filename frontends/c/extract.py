@@ -871,6 +871,14 @@ class _Extractor:
             self.item(node.iftrue, _Ctx(ctx.loops, ctx.conds + (cond,), ctx.prefix), seq)
             if node.iffalse is not None:
                 self.item(node.iffalse, _Ctx(ctx.loops, ctx.conds + (A.negate(cond),), ctx.prefix), seq)
+        elif isinstance(node, c_ast.Assignment) and node.op == "=" and isinstance(node.rvalue, c_ast.Assignment) \
+                and node.rvalue.op == "=":
+            # A chained assignment (deriche's 'a1 = a5 = k;'): the inner one first, then the outer reads the
+            # value its target now holds -- C's meaning of 'a1 = (a5 = k)' (converted to a5's type).
+            inner = node.rvalue
+            self.item(inner, ctx, seq)
+            outer = c_ast.Assignment("=", node.lvalue, inner.lvalue, node.coord)
+            self.statement(outer, node, ctx, seq)
         elif isinstance(node, c_ast.Assignment):
             self.statement(node, node, ctx, seq)
         elif isinstance(node, c_ast.UnaryOp) and node.op in ("p++", "p--", "++", "--"):
