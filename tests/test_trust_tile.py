@@ -116,3 +116,20 @@ def test_vectorize_then_interchange_cannot_nest_a_loop_inside_simd():
         s.interchange("B", "i0", "i1")
     assert "no longer be innermost" in str(e.value)
     s.tile("B", i1=4)  # tiling is fine: the simd mark stays on the inner (point) loop
+
+
+def test_smart_fusion_never_runs_for_minutes(monkeypatch):
+    # isl's scheduler ran for hours on examples/embedding.tile at N=31, K=7, D=15 with smart fusion;
+    # past its budget the schedule falls back to fusion "none" (found by tests/fuzz/sanitize.py).
+    import time
+
+    from polytile.schedule import auto
+
+    monkeypatch.setattr(auto, "SCHEDULER_SECONDS", 2.0)
+    k = polytile.compile("examples/embedding.tile", fusion="smart")
+    L = np.array([3, 0, 6, 1] * 7 + [2, 5, 4], np.int32)
+    T = np.arange(7 * 15, dtype=np.float64).reshape(7, 15)
+    t0 = time.monotonic()
+    out = k(L, T)
+    assert time.monotonic() - t0 < 60
+    np.testing.assert_array_equal(out, polytile.reference("examples/embedding.tile", L, T))

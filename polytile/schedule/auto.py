@@ -17,6 +17,10 @@ isl context options:
 """
 from __future__ import annotations
 
+import os
+import select
+import signal
+import time
 from contextlib import contextmanager
 from typing import Dict, List, Optional
 
@@ -65,8 +69,66 @@ def isl_schedule(scop: Scop, deps: Dependences, fusion: str = "smart") -> isl.Sc
     proximity = deps.flow_value.union(deps.reduction)
     sc = (isl.ScheduleConstraints.on_domain(scop.domain)
           .set_validity(validity).set_proximity(proximity).set_coincidence(everything))
-    with _isl_options(scop.domain.get_ctx(), _OPTIONS[fusion]):
-        return sc.compute_schedule()
+    ctx = scop.domain.get_ctx()
+    if fusion == "none" or not hasattr(os, "fork"):
+        with _isl_options(ctx, _OPTIONS[fusion]):
+            return sc.compute_schedule()
+    text = _with_deadline(lambda: _computed(ctx, sc, fusion), SCHEDULER_SECONDS)
+    if text is None:
+        # isl's ILP can run for hours on some concrete sizes (embedding at N=31, K=7, D=15 with smart
+        # fusion); serialising the strongly connected components keeps every schedule legal.
+        with _isl_options(ctx, _OPTIONS["none"]):
+            return sc.compute_schedule()
+    return isl.Schedule.read_from_str(ctx, text)
+
+
+#: Wall-clock budget of isl's scheduler for fusion "smart"/"max" before falling back to "none".
+SCHEDULER_SECONDS = 20.0
+
+
+def _computed(ctx: isl.Context, sc: isl.ScheduleConstraints, fusion: str) -> str:
+    with _isl_options(ctx, _OPTIONS[fusion]):
+        return sc.compute_schedule().to_str()
+
+
+def _with_deadline(work, seconds: float) -> Optional[str]:
+    """``work()`` (a str) computed in a forked child within ``seconds``; None when it takes longer.
+
+    isl runs in C and cannot be interrupted from Python, so the child is killed instead.  The child
+    only runs isl (no OpenMP, no I/O but its pipe) and leaves with ``os._exit``.
+    """
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        code = 1
+        try:
+            os.close(read)
+            data = work().encode()
+            with os.fdopen(write, "wb") as f:
+                f.write(data)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    chunks: List[bytes] = []
+    deadline = time.monotonic() + seconds
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([read], [], [], max(0.0, left))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                return None
+            chunk = os.read(read, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read)
+        _, status = os.waitpid(pid, 0)
+    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+        return work()  # it failed in the child: fail here the same way, with the real error
+    return b"".join(chunks).decode()
 
 
 def automatic(scop: Scop, deps: Dependences, fusion: str = "smart", *, parallel_reductions: bool = True) -> Schedule:
