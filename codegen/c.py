@@ -249,7 +249,7 @@ class BodyPrinter:
             if n.op == "//":
                 return f"pt_floordiv({self.expr(n.a)}, {self.expr(n.b)})"
             a, b = self.as_type(n.a, n.dtype), self.as_type(n.b, n.dtype)
-            if n.op == "/" and n.dtype not in _FLOAT and n.dtype != B.INDEX or n.op == "/" and n.dtype == "bool":
+            if n.op == "/" and n.dtype not in _FLOAT:  # index arithmetic divides with '//'; '/' is a value's
                 return f"pt_div_{n.dtype}({a}, {b})"
             if n.op in ("<<", ">>"):
                 # Count modulo the width (the oracle's rule); shift the unsigned bits so '<<' never overflows.

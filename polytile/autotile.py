@@ -122,7 +122,10 @@ def roles(s: Schedule, stmt: str) -> Optional[Roles]:
         lo, hi = (int(x) for x in rng.strip("[]").split(","))
         ext[name] = hi - lo + 1
     # i: the output loop next to j with the largest extent; k: the longest reduction loop.
-    i = max((v for v in out_iters if v != j), key=lambda v: (ext.get(v, 0), out_iters.index(v)))
+    rows = [v for v in out_iters if v != j]
+    if not rows:
+        return None  # every output index is j (a diagonal): no rows to block
+    i = max(rows, key=lambda v: (ext.get(v, 0), out_iters.index(v)))
     k = max(reds, key=lambda v: (ext.get(v, 0), -reds.index(v)))
     if i not in loops or j not in loops or k not in loops:
         return None

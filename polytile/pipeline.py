@@ -413,7 +413,12 @@ def run_specialization(spec: Specialization, arrays: Sequence[np.ndarray]):
             bufs[p.name] = a
     for p in spec.source.params:
         if p.kind != "input":
-            bufs[p.name] = np.empty(p.shape, dtype=p.dtype)
+            try:
+                bufs[p.name] = np.empty(p.shape, dtype=p.dtype)
+            except (MemoryError, ValueError):
+                size = int(np.prod(p.shape, dtype=object)) * np.dtype(p.dtype).itemsize
+                raise ShapeError(f"{p.source_name}: {p.dtype}{list(p.shape)} needs {size:,} bytes: too large to "
+                                 f"allocate") from None
     spec.function(*[bufs[p.name] for p in spec.source.params])
     by_source = {p.source_name: bufs[p.name] for p in spec.source.params}
     outs = tuple(by_source[o] for o in spec.bound.program.outputs)

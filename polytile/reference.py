@@ -675,16 +675,14 @@ def _evaluate(program: Program, arrays, named) -> Dict[str, np.ndarray]:
             if isinstance(s, DimDef):
                 continue
             info = bound.tensors[s.target]
-            if isinstance(s, Contraction):
-                r = _contraction(bound, s, env)
-            elif isinstance(s.expr, ir.Call) and s.expr.func in desugar.SPECIAL:
-                r = _special(bound, s, env, prng)
-            else:
-                r = np.array(sema.eval_elementwise(s.expr, env), copy=True)
-                if r.shape != info.shape:
-                    # A result smaller than the broadcast of its operands cannot happen; a
-                    # literal-only expression is 0-d already. Broadcast defensively.
-                    r = np.array(np.broadcast_to(r, info.shape))
+            try:
+                r = _statement(bound, s, env, prng)
+            except (MemoryError, ValueError) as e:
+                if isinstance(e, ValueError) and "too big" not in str(e) and "Maximum allowed" not in str(e):
+                    raise
+                size = int(np.prod(info.shape, dtype=object)) * info.dtype.itemsize
+                raise ShapeError(f"{s.target}: {info.dtype}{list(info.shape)} needs {size:,} bytes: too large to "
+                                 f"compute here", s.loc) from None
             if r.dtype != info.dtype or r.shape != info.shape:
                 raise InternalError(
                     f"reference computed {s.target} as {r.dtype}{r.shape}, sema predicted {info.dtype}{info.shape}"
@@ -692,6 +690,20 @@ def _evaluate(program: Program, arrays, named) -> Dict[str, np.ndarray]:
             env[s.target] = r
             out[s.target] = r
     return out
+
+
+def _statement(bound, s, env, prng) -> np.ndarray:
+    """One statement's value (the oracle's definition of each kind)."""
+    if isinstance(s, Contraction):
+        return _contraction(bound, s, env)
+    if isinstance(s.expr, ir.Call) and s.expr.func in desugar.SPECIAL:
+        return _special(bound, s, env, prng)
+    info = bound.tensors[s.target]
+    r = np.array(sema.eval_elementwise(s.expr, env), copy=True)
+    if r.shape != info.shape:
+        # A literal-only expression is 0-d: broadcast it to the statement's shape.
+        r = np.array(np.broadcast_to(r, info.shape))
+    return r
 
 
 def constants(program: Program, arrays=(), named=None) -> Dict[str, Union[int, float]]:

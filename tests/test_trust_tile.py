@@ -133,3 +133,40 @@ def test_smart_fusion_never_runs_for_minutes(monkeypatch):
     out = k(L, T)
     assert time.monotonic() - t0 < 60
     np.testing.assert_array_equal(out, polytile.reference("examples/embedding.tile", L, T))
+
+
+def test_int64_division_by_zero_is_zero_like_every_integer_type():
+    # tests/fuzz finding F1: int64 '/' was a plain C division (gcc folded C / C to 1; SIGFPE on 0).
+    C = np.array([[0, -2, 7]], dtype=np.int64)
+    for src in ("function (C[N, M]) -> (O) { O = C / C; }", "function (C[N, M]) -> (O) { O = C / abs(C); }",
+                "function (C[N, M]) -> (O) { O = ~C / abs(C); }"):
+        agree(src, C)
+
+
+def test_repeated_output_index_with_one_loop():
+    # tests/fuzz finding F2: autotile's roles() found no row loop.
+    agree("function (A[N, 1]) -> (O) { O[k, k : 1, 2] = +(A[j, k]); }", np.arange(4, dtype=np.int32).reshape(4, 1))
+
+
+@pytest.mark.parametrize("text", [
+    "function (A[N]) -> (O) { O = " + "-" * 30000 + "A; }",
+    "function (A[N]) -> (O) { O[i : N] = +(A[" + "-" * 30000 + "i]); }",
+    "function (A[N]) -> (O) { O[i : N] = +(A[" + "(" * 30000 + "i" + ")" * 30000 + "]); }",
+    "function (A[N]) -> (O) { O = " + "~" * 30000 + "A; }",
+])
+def test_unary_chains_and_index_parentheses_are_bounded_too(text):
+    # tests/fuzz finding F4: these recursed past Python's limit.
+    with pytest.raises(TileSyntaxError) as e:
+        polytile.compile(text)
+    assert "nests deeper than" in e.value.message
+
+
+def test_outputs_too_large_to_allocate_are_shape_errors():
+    # tests/fuzz finding F5: the oracle raised MemoryError / ValueError.
+    from polytile.errors import ShapeError
+
+    for src in ("function (A[N]) -> (O) { O[i : 9999999999] = +(A[i]); }",
+                "function (A[N]) -> (O) { O[i, j, k : 9999999, 9999999, 9999999] = +(A[i]); }"):
+        with pytest.raises(ShapeError) as e:
+            polytile.reference(src, np.ones(2, np.float32))
+        assert "too large" in e.value.message and e.value.loc is not None

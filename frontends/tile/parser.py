@@ -516,6 +516,16 @@ class Parser:
 
     def _unary(self, poly: bool) -> Expr:
         tok = self.peek()
+        if tok.is_op("-", "~", "("):
+            self._nest(tok)  # prefix operators and parentheses nest like calls
+            try:
+                return self._unary_inner(poly)
+            finally:
+                self._depth -= 1
+        return self._unary_inner(poly)
+
+    def _unary_inner(self, poly: bool) -> Expr:
+        tok = self.peek()
         if tok.is_op("~") and not poly:
             self.advance()
             return Unary("~", self._unary(poly), loc=self.loc(tok))
