@@ -109,7 +109,7 @@ import numpy as np
 from . import desugar, ir
 from . import dtypes as D
 from . import elemwise
-from .errors import InternalError, NonAffineError, ShapeError, SourceLocation, TileSemanticError
+from .errors import InternalError, NonAffineError, ShapeError, SourceLocation, TileSemanticError, recursion_room
 from .ir import (
     Access,
     Assign,
@@ -614,7 +614,8 @@ def check(program: Program) -> None:
         ...
         polytile.errors.TileSemanticError: unknown name 'Q'
     """
-    _Checker(desugar.normalize(program)).run()
+    with recursion_room():
+        _Checker(desugar.normalize(program)).run()
 
 
 # ---------------------------------------------------------------------------
