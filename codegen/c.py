@@ -36,6 +36,55 @@ from . import microkernel, pack
 CTYPE = dict(D.C_TYPES)
 _FLOAT = ("float32", "float64")
 
+_INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+_SELECTABLE = ("bool",) + _INTS + ("float32", "float64")
+
+
+def _typed_helpers() -> str:
+    """The prelude's per-dtype helpers, one template each (C types from :mod:`polytile.dtypes`)."""
+    t = D.C_TYPES
+    out = []
+    for n in _INTS:
+        out.append(f"static inline {t[n]} pt_max_{n}({t[n]} a, {t[n]} b) {{ return a > b ? a : b; }}")
+        out.append(f"static inline {t[n]} pt_min_{n}({t[n]} a, {t[n]} b) {{ return a < b ? a : b; }}")
+    out.append("static inline _Bool pt_max_bool(_Bool a, _Bool b) { return a || b; }")
+    out.append("static inline _Bool pt_min_bool(_Bool a, _Bool b) { return a && b; }")
+    out.append("/* C's integer division (toward zero), pinned down where C leaves it undefined: x / 0 == 0 and "
+               "MIN / -1 wraps. */")
+    for n in _INTS:
+        c = t[n]
+        if D.is_unsigned(n):
+            out.append(f"static inline {c} pt_div_{n}({c} a, {c} b) {{ return b ? ({c})(a / b) : 0; }}")
+        else:
+            out.append(f"static inline {c} pt_div_{n}({c} a, {c} b) {{ return b == 0 ? 0 : (b == -1 ? "
+                       f"({c})(0 - (u{c})a) : ({c})(a / b)); }}")
+    out.append("static inline _Bool pt_div_bool(_Bool a, _Bool b) { return a && b; }")
+    out.append("/* float -> integer as PlaidML's kernels convert: truncate to 64 bits, keep the low bits; NaN and "
+               "|x| >= 2^63 give 0. */")
+    for n in _INTS:
+        out.append(f"static inline {t[n]} pt_cvt_{n}(double x) {{ return (x > -9223372036854775808.0 && "
+                   f"x < 9223372036854775808.0) ? ({t[n]})(uint64_t)(int64_t)x : 0; }}")
+    out.append("static inline _Bool pt_cvt_bool(double x) { return x - x == 0 && (x >= 1.0 || x <= -1.0); }")
+    out.append("static inline long pt_clamp(long x, long lo, long hi) { return x < lo ? lo : (x > hi ? hi : x); }")
+    out.append("/* Selects as functions: both operands are evaluated (always safe here), so gcc never\n"
+               "   if-converts the branch into masked loads -- gcc 12 at -O3 vectorises `c ? A[i] : X[i]`\n"
+               "   over short inner loops wrongly (tests/test_codegen_select.py). */")
+    for n in _SELECTABLE:
+        c = t[n]
+        out.append(f"static inline {c} pt_sel_{n}(int k, {c} t, {c} e) {{ return k ? t : e; }}")
+        out.append(f"static inline {c} pt_pmax_{n}({c} a, {c} b) {{ return a < b ? b : a; }}")
+        out.append(f"static inline {c} pt_pmin_{n}({c} a, {c} b) {{ return a < b ? a : b; }}")
+        out.append(f"static inline {c} pt_relu_{n}({c} a) {{ return a < 0 ? 0 : a; }}")
+        if n == "bool" or D.is_unsigned(n):
+            out.append(f"static inline {c} pt_abs_{n}({c} a) {{ return a; }}")
+        else:
+            out.append(f"static inline {c} pt_abs_{n}({c} a) {{ return a < 0 ? ({c})(-a) : a; }}")
+    return "\n".join(out) + "\n"
+
+
+_TYPED_HELPERS = _typed_helpers()
+
+
 PRELUDE = r"""#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,104 +100,7 @@ static inline float pt_max_float32(float a, float b) { return (a != a || a > b) 
 static inline float pt_min_float32(float a, float b) { return (a != a || a < b) ? a : b; }
 static inline double pt_max_float64(double a, double b) { return (a != a || a > b) ? a : b; }
 static inline double pt_min_float64(double a, double b) { return (a != a || a < b) ? a : b; }
-static inline int8_t pt_max_int8(int8_t a, int8_t b) { return a > b ? a : b; }
-static inline int8_t pt_min_int8(int8_t a, int8_t b) { return a < b ? a : b; }
-static inline int16_t pt_max_int16(int16_t a, int16_t b) { return a > b ? a : b; }
-static inline int16_t pt_min_int16(int16_t a, int16_t b) { return a < b ? a : b; }
-static inline int32_t pt_max_int32(int32_t a, int32_t b) { return a > b ? a : b; }
-static inline int32_t pt_min_int32(int32_t a, int32_t b) { return a < b ? a : b; }
-static inline int64_t pt_max_int64(int64_t a, int64_t b) { return a > b ? a : b; }
-static inline int64_t pt_min_int64(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline uint8_t pt_max_uint8(uint8_t a, uint8_t b) { return a > b ? a : b; }
-static inline uint8_t pt_min_uint8(uint8_t a, uint8_t b) { return a < b ? a : b; }
-static inline uint16_t pt_max_uint16(uint16_t a, uint16_t b) { return a > b ? a : b; }
-static inline uint16_t pt_min_uint16(uint16_t a, uint16_t b) { return a < b ? a : b; }
-static inline uint32_t pt_max_uint32(uint32_t a, uint32_t b) { return a > b ? a : b; }
-static inline uint32_t pt_min_uint32(uint32_t a, uint32_t b) { return a < b ? a : b; }
-static inline uint64_t pt_max_uint64(uint64_t a, uint64_t b) { return a > b ? a : b; }
-static inline uint64_t pt_min_uint64(uint64_t a, uint64_t b) { return a < b ? a : b; }
-static inline _Bool pt_max_bool(_Bool a, _Bool b) { return a || b; }
-static inline _Bool pt_min_bool(_Bool a, _Bool b) { return a && b; }
-/* C's integer division (toward zero), pinned down where C leaves it undefined: x / 0 == 0 and MIN / -1 wraps. */
-static inline int8_t pt_div_int8(int8_t a, int8_t b) { return b == 0 ? 0 : (b == -1 ? (int8_t)(0 - (uint8_t)a) : (int8_t)(a / b)); }
-static inline int16_t pt_div_int16(int16_t a, int16_t b) { return b == 0 ? 0 : (b == -1 ? (int16_t)(0 - (uint16_t)a) : (int16_t)(a / b)); }
-static inline int32_t pt_div_int32(int32_t a, int32_t b) { return b == 0 ? 0 : (b == -1 ? (int32_t)(0 - (uint32_t)a) : (int32_t)(a / b)); }
-static inline int64_t pt_div_int64(int64_t a, int64_t b) { return b == 0 ? 0 : (b == -1 ? (int64_t)(0 - (uint64_t)a) : (int64_t)(a / b)); }
-static inline uint8_t pt_div_uint8(uint8_t a, uint8_t b) { return b ? (uint8_t)(a / b) : 0; }
-static inline uint16_t pt_div_uint16(uint16_t a, uint16_t b) { return b ? (uint16_t)(a / b) : 0; }
-static inline uint32_t pt_div_uint32(uint32_t a, uint32_t b) { return b ? (uint32_t)(a / b) : 0; }
-static inline uint64_t pt_div_uint64(uint64_t a, uint64_t b) { return b ? (uint64_t)(a / b) : 0; }
-static inline _Bool pt_div_bool(_Bool a, _Bool b) { return a && b; }
-/* float -> integer as PlaidML's kernels convert: truncate to 64 bits, keep the low bits; NaN and |x| >= 2^63 give 0. */
-static inline int8_t pt_cvt_int8(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (int8_t)(uint64_t)(int64_t)x : 0; }
-static inline int16_t pt_cvt_int16(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (int16_t)(uint64_t)(int64_t)x : 0; }
-static inline int32_t pt_cvt_int32(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (int32_t)(uint64_t)(int64_t)x : 0; }
-static inline int64_t pt_cvt_int64(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (int64_t)(uint64_t)(int64_t)x : 0; }
-static inline uint8_t pt_cvt_uint8(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint8_t)(uint64_t)(int64_t)x : 0; }
-static inline uint16_t pt_cvt_uint16(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint16_t)(uint64_t)(int64_t)x : 0; }
-static inline uint32_t pt_cvt_uint32(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint32_t)(uint64_t)(int64_t)x : 0; }
-static inline uint64_t pt_cvt_uint64(double x) { return (x > -9223372036854775808.0 && x < 9223372036854775808.0) ? (uint64_t)(uint64_t)(int64_t)x : 0; }
-static inline _Bool pt_cvt_bool(double x) { return x - x == 0 && (x >= 1.0 || x <= -1.0); }
-static inline long pt_clamp(long x, long lo, long hi) { return x < lo ? lo : (x > hi ? hi : x); }
-/* Selects as functions: both operands are evaluated (always safe here), so gcc never
-   if-converts the branch into masked loads -- gcc 12 at -O3 vectorises `c ? A[i] : X[i]`
-   over short inner loops wrongly (tests/test_codegen_select.py). */
-static inline _Bool pt_sel_bool(int k, _Bool t, _Bool e) { return k ? t : e; }
-static inline _Bool pt_pmax_bool(_Bool a, _Bool b) { return a < b ? b : a; }
-static inline _Bool pt_pmin_bool(_Bool a, _Bool b) { return a < b ? a : b; }
-static inline _Bool pt_relu_bool(_Bool a) { return a < 0 ? 0 : a; }
-static inline _Bool pt_abs_bool(_Bool a) { return a; }
-static inline int8_t pt_sel_int8(int k, int8_t t, int8_t e) { return k ? t : e; }
-static inline int8_t pt_pmax_int8(int8_t a, int8_t b) { return a < b ? b : a; }
-static inline int8_t pt_pmin_int8(int8_t a, int8_t b) { return a < b ? a : b; }
-static inline int8_t pt_relu_int8(int8_t a) { return a < 0 ? 0 : a; }
-static inline int8_t pt_abs_int8(int8_t a) { return a < 0 ? (int8_t)(-a) : a; }
-static inline int16_t pt_sel_int16(int k, int16_t t, int16_t e) { return k ? t : e; }
-static inline int16_t pt_pmax_int16(int16_t a, int16_t b) { return a < b ? b : a; }
-static inline int16_t pt_pmin_int16(int16_t a, int16_t b) { return a < b ? a : b; }
-static inline int16_t pt_relu_int16(int16_t a) { return a < 0 ? 0 : a; }
-static inline int16_t pt_abs_int16(int16_t a) { return a < 0 ? (int16_t)(-a) : a; }
-static inline int32_t pt_sel_int32(int k, int32_t t, int32_t e) { return k ? t : e; }
-static inline int32_t pt_pmax_int32(int32_t a, int32_t b) { return a < b ? b : a; }
-static inline int32_t pt_pmin_int32(int32_t a, int32_t b) { return a < b ? a : b; }
-static inline int32_t pt_relu_int32(int32_t a) { return a < 0 ? 0 : a; }
-static inline int32_t pt_abs_int32(int32_t a) { return a < 0 ? (int32_t)(-a) : a; }
-static inline int64_t pt_sel_int64(int k, int64_t t, int64_t e) { return k ? t : e; }
-static inline int64_t pt_pmax_int64(int64_t a, int64_t b) { return a < b ? b : a; }
-static inline int64_t pt_pmin_int64(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t pt_relu_int64(int64_t a) { return a < 0 ? 0 : a; }
-static inline int64_t pt_abs_int64(int64_t a) { return a < 0 ? (int64_t)(-a) : a; }
-static inline uint8_t pt_sel_uint8(int k, uint8_t t, uint8_t e) { return k ? t : e; }
-static inline uint8_t pt_pmax_uint8(uint8_t a, uint8_t b) { return a < b ? b : a; }
-static inline uint8_t pt_pmin_uint8(uint8_t a, uint8_t b) { return a < b ? a : b; }
-static inline uint8_t pt_relu_uint8(uint8_t a) { return a < 0 ? 0 : a; }
-static inline uint8_t pt_abs_uint8(uint8_t a) { return a; }
-static inline uint16_t pt_sel_uint16(int k, uint16_t t, uint16_t e) { return k ? t : e; }
-static inline uint16_t pt_pmax_uint16(uint16_t a, uint16_t b) { return a < b ? b : a; }
-static inline uint16_t pt_pmin_uint16(uint16_t a, uint16_t b) { return a < b ? a : b; }
-static inline uint16_t pt_relu_uint16(uint16_t a) { return a < 0 ? 0 : a; }
-static inline uint16_t pt_abs_uint16(uint16_t a) { return a; }
-static inline uint32_t pt_sel_uint32(int k, uint32_t t, uint32_t e) { return k ? t : e; }
-static inline uint32_t pt_pmax_uint32(uint32_t a, uint32_t b) { return a < b ? b : a; }
-static inline uint32_t pt_pmin_uint32(uint32_t a, uint32_t b) { return a < b ? a : b; }
-static inline uint32_t pt_relu_uint32(uint32_t a) { return a < 0 ? 0 : a; }
-static inline uint32_t pt_abs_uint32(uint32_t a) { return a; }
-static inline uint64_t pt_sel_uint64(int k, uint64_t t, uint64_t e) { return k ? t : e; }
-static inline uint64_t pt_pmax_uint64(uint64_t a, uint64_t b) { return a < b ? b : a; }
-static inline uint64_t pt_pmin_uint64(uint64_t a, uint64_t b) { return a < b ? a : b; }
-static inline uint64_t pt_relu_uint64(uint64_t a) { return a < 0 ? 0 : a; }
-static inline uint64_t pt_abs_uint64(uint64_t a) { return a; }
-static inline float pt_sel_float32(int k, float t, float e) { return k ? t : e; }
-static inline float pt_pmax_float32(float a, float b) { return a < b ? b : a; }
-static inline float pt_pmin_float32(float a, float b) { return a < b ? a : b; }
-static inline float pt_relu_float32(float a) { return a < 0 ? 0 : a; }
-static inline float pt_abs_float32(float a) { return a < 0 ? (float)(-a) : a; }
-static inline double pt_sel_float64(int k, double t, double e) { return k ? t : e; }
-static inline double pt_pmax_float64(double a, double b) { return a < b ? b : a; }
-static inline double pt_pmin_float64(double a, double b) { return a < b ? a : b; }
-static inline double pt_relu_float64(double a) { return a < 0 ? 0 : a; }
-static inline double pt_abs_float64(double a) { return a < 0 ? (double)(-a) : a; }
-/* PlaidML's round(): half away from zero. */
+""" + _TYPED_HELPERS + r"""/* PlaidML's round(): half away from zero. */
 static inline double pt_round(double x) { return x < 0 ? -floor(-x + 0.5) : floor(x + 0.5); }
 static inline float pt_roundf(float x) { return x < 0 ? -floorf(-x + 0.5f) : floorf(x + 0.5f); }
 /* numpy integer power (non-negative exponents; negative ones give 0 like C truncation). */
