@@ -22,7 +22,7 @@ import islpy as isl
 import numpy as np
 
 from . import deps as deps_mod
-from . import ir, sema
+from . import desugar, ir, sema
 from . import reference as reference_mod
 from .config import debug_log, get_config
 from .errors import PolytileError, ShapeError, recursion_room, TileSyntaxError
@@ -301,6 +301,8 @@ class Kernel:
         self.options = options
         self._cache: Dict[str, Specialization] = {}
         self._scalar_inputs = frozenset(i.name for i in program.inputs if not i.dims)
+        self._size_inputs = (frozenset(desugar.size_inputs(desugar.normalize(program))) if self._scalar_inputs
+                             else frozenset())
 
     def __repr__(self) -> str:
         ins = ", ".join(i.name for i in self.program.inputs)
@@ -336,7 +338,7 @@ class Kernel:
         """Inputs passed as numbers (size inputs, Python int/float constants): kernels specialise on them."""
         if not self._scalar_inputs:
             return {}
-        return reference_mod.constants(self.program, args, named)
+        return reference_mod.constants(self.program, args, named, sized=self._size_inputs)
 
     def specialize(self, *args, **named) -> Specialization:
         arrays = self._arrays(args, named)

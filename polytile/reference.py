@@ -706,7 +706,7 @@ def _statement(bound, s, env, prng) -> np.ndarray:
     return r
 
 
-def constants(program: Program, arrays=(), named=None) -> Dict[str, Union[int, float]]:
+def constants(program: Program, arrays=(), named=None, sized=None) -> Dict[str, Union[int, float]]:
     """Inputs passed as numbers: size inputs (whose integer value binds a dimension) and, like
     PlaidML's ``Integer``/``Real``, Python ``int``/``float`` values for inputs declared without
     dimensions (constants: typed int32 as PlaidML types them, computed with their exact value).
@@ -718,7 +718,8 @@ def constants(program: Program, arrays=(), named=None) -> Dict[str, Union[int, f
     named = named or {}
     raw = dict(zip(program.input_names, arrays))
     raw.update({k: v for k, v in named.items() if k in program.input_names})
-    sized = set(desugar.size_inputs(desugar.normalize(program)))
+    if sized is None:  # callers that call often (Kernel) pass the set they computed once
+        sized = set(desugar.size_inputs(desugar.normalize(program)))
     out: Dict[str, Union[int, float]] = {}
     for inp in program.inputs:
         if inp.dims or inp.name not in raw:

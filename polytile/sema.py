@@ -825,14 +825,16 @@ class Bound:
     def _bind_inputs(self) -> None:
         p = self.program
         first: Dict[str, Tuple[str, int, int]] = {}  # dim -> (tensor, axis, value)
+        sized = set(desugar.size_inputs(p)) if self.sizes else set()
+        read_as_tensors = _tensor_uses(p) if self.sizes else set()
         for inp, shape, dtype in zip(p.inputs, self.shapes, self.dtypes):
             if inp.name in self.sizes:
                 value = self.sizes[inp.name]
-                if inp.name in desugar.size_inputs(p):
+                if inp.name in sized:
                     if not isinstance(value, int):
                         raise ShapeError(f"{inp.name} is used as a size: pass one integer, got {value!r}", inp.loc)
                     self._dims[inp.name] = value
-                elif inp.name in _tensor_uses(p):
+                elif inp.name in read_as_tensors:
                     # A constant read as a tensor too (PlaidML's ArgMax and average pooling: ``=(One[])``):
                     # also a 0-d input, int32 as PlaidML types every Integer/Real.
                     self._tensors[inp.name] = TensorInfo(inp.name, (), np.dtype("int32"), "input")
