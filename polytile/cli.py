@@ -31,8 +31,10 @@ import argparse
 import json
 import os
 import re
+import signal
 import statistics
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -1957,6 +1959,43 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     error, reported in one line (the traceback with -v or POLYTILE_DEBUG); 130
     interrupted (Ctrl-C), at any moment, without a traceback.
     """
+    sub_prog = PROG
+    verbose = 0
+    interrupted, restore = _watch_interrupts()
+    try:
+        code = _main(argv)
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    finally:
+        restore()
+    if interrupted() and code != EXIT_OK:
+        # A Ctrl-C that reached C code (isl) can surface as that library's error instead of
+        # KeyboardInterrupt; whatever error followed it, the user interrupted the run.
+        if code != EXIT_INTERRUPTED:
+            _print_quietly(f"{PROG}: interrupted")
+        return EXIT_INTERRUPTED
+    return code
+
+
+def _watch_interrupts():
+    """Record every SIGINT while the command runs (still raising KeyboardInterrupt).
+
+    Returns (whether one came, a function restoring the previous handler).
+    """
+    seen = [False]
+    if threading.current_thread() is not threading.main_thread():
+        return (lambda: False), (lambda: None)
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        seen[0] = True
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    return (lambda: seen[0]), (lambda: signal.signal(signal.SIGINT, previous))
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
     sub_prog = PROG
     verbose = 0
     try:
