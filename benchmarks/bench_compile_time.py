@@ -3,6 +3,7 @@
     python benchmarks/bench_compile_time.py                          # 10 30 100 300, default and fusion=smart
     python benchmarks/bench_compile_time.py --sizes 10 30 --timeout 60
     python benchmarks/bench_compile_time.py --profile 100            # also cProfile the 100-statement case
+    python benchmarks/bench_compile_time.py --dtype float64          # every contraction blocked by the autotiler
 
 Issue 12: compile time grew about cubically with the number of statements (300 statements took 261 s);
 the aim is linear growth and under 10 s at 300.
@@ -87,10 +88,10 @@ import json, sys, time
 t0 = time.perf_counter()
 import polytile
 t_import = time.perf_counter() - t0
-text, options, n = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+text, options, n, dtype = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 t0 = time.perf_counter()
 k = polytile.compile(text, **options)
-spec = k.specialize_shapes([(n, n), (n, n), (n,)], ["float32"] * 3)
+spec = k.specialize_shapes([(n, n), (n, n), (n,)], [dtype] * 3)
 total = time.perf_counter() - t0
 print("@@RESULT " + json.dumps({"seconds": total, "import_seconds": t_import,
                                 "statements_in_scop": len(getattr(spec.scop, "statements", ()) or ()),
@@ -100,7 +101,7 @@ print("@@RESULT " + json.dumps({"seconds": total, "import_seconds": t_import,
 _STAGE = re.compile(r"\[polytile:pipeline\] (\w+) \(([\d.]+) ms\)")
 
 
-def measure(statements: int, option: str, timeout: float) -> Dict[str, Any]:
+def measure(statements: int, option: str, timeout: float, dtype: str = "float32") -> Dict[str, Any]:
     """One fresh process, empty cache: {'seconds', 'stages', ...} or {'status': 'timeout'|'error'}."""
     text = program(statements)
     with tempfile.TemporaryDirectory(prefix="polytile-ct-") as cache:
@@ -108,7 +109,8 @@ def measure(statements: int, option: str, timeout: float) -> Dict[str, Any]:
         env.pop("POLYTILE_CFLAGS", None)
         t0 = time.perf_counter()
         try:
-            p = subprocess.run([sys.executable, "-c", _CHILD, text, json.dumps(OPTIONS[option]), str(SHAPE_N)],
+            p = subprocess.run([sys.executable, "-c", _CHILD, text, json.dumps(OPTIONS[option]), str(SHAPE_N),
+                                dtype],
                                capture_output=True, text=True, env=env, timeout=timeout)
         except subprocess.TimeoutExpired as e:
             err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
@@ -192,7 +194,10 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", type=int, default=None, metavar="N", help="cProfile the N-statement case")
     ap.add_argument("--top", type=int, default=15, help="profile rows to print")
     ap.add_argument("--profile-build", action="store_true", help="profile the C compiler's run too")
-    ap.add_argument("--out", type=Path, default=_common.RESULTS / "compile_time.json")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"],
+                    help="element type of A, B, V (float64: the autotiler blocks every contraction at N=8)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="JSON path (default benchmarks/results/compile_time[_float64].json)")
     ap.add_argument("--show-program", type=int, metavar="N", help="print the N-statement program and exit")
     args = ap.parse_args(argv)
     if args.show_program:
@@ -208,7 +213,7 @@ def main(argv=None) -> int:
                 rows.append({"statements": n, "status": "skipped (smaller size timed out)", "seconds": None})
                 continue
             print(f"  .. {opt}: {n} statements", file=sys.stderr, flush=True)
-            r = {"statements": n, **measure(n, opt, args.timeout)}
+            r = {"statements": n, **measure(n, opt, args.timeout, args.dtype)}
             rows.append(r)
             timed_out = r["status"] == "timeout"
         for r, g in zip(rows, growth(rows)):
@@ -224,7 +229,7 @@ def main(argv=None) -> int:
             st = r.get("stages", {})
             table.append([opt, r["statements"], sec, "-" if g is None else f"n^{g:.2f}",
                           *[f"{st[s]:.2f}" if s in st else "-" for s in stage_names]])
-    print("compile time (fresh process, empty cache; seconds; growth = exponent from the previous size)")
+    print(f"compile time, {args.dtype} (fresh process, empty cache; seconds; growth = exponent from the previous size)")
     print(_common.table(table))
     for opt, rows in results.items():
         last = rows[-1]
@@ -251,12 +256,13 @@ def main(argv=None) -> int:
     data = {"provenance": _common.provenance(
                 shape_n=SHAPE_N, timeout_seconds=args.timeout,
                 method="fresh python process per (size, options), empty POLYTILE_CACHE_DIR, time of "
-                       "polytile.compile(text, **options) + Kernel.specialize_shapes (float32, N=8), "
+                       f"polytile.compile(text, **options) + Kernel.specialize_shapes ({args.dtype}, N=8), "
                        "stage times from POLYTILE_DEBUG=1",
                 options={k: OPTIONS[k] for k in args.options}),
             "results": results, "profile": prof,
             "program_example_10": program(10)}
-    path = _common.write_json(args.out, data)
+    out = args.out or _common.RESULTS / f"compile_time{'' if args.dtype == 'float32' else '_' + args.dtype}.json"
+    path = _common.write_json(out, data)
     print(f"\nwrote {path}")
     return 0
 

@@ -17,10 +17,11 @@ the statement's iterators to the AST expressions, then the body::
 """
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import cgen
 import islpy as isl
@@ -569,11 +570,14 @@ class AstPrinter:
         ``restrict`` parameters vectorises like serial code.
         """
         name = f"pt_par{len(self.outlined)}"
-        arrays = [a for a in self.arrays.values() if a.name not in self.locals]
+        # Only what the body names is passed: passing every array to every region made the C text
+        # (and the C compiler's time) grow with statements x regions, quadratically in program size.
+        used = set(_IDENT.findall("\n".join(str(b) for b in body)))
+        arrays = [a for a in self.arrays.values() if a.name not in self.locals and a.name in used]
         # Pack buffers the body may slice, and packed views in scope around the loop.
         bufs = [(f"{ctype(b.array.dtype)} *restrict pt_pkbuf{k}", f"pt_pkbuf{k}")
                 for k, (b, _) in enumerate(self.pack_buffers)]
-        extra = bufs + self.pack_scope
+        extra = [(d, v) for d, v in bufs + self.pack_scope if v in used]
         params = ([_param_type(a) for a in arrays] + [d for d, _ in extra]
                   + [f"const long {x}" for x in self.scope + [it]])
         fn = cgen.FunctionBody(
@@ -594,6 +598,9 @@ class AstPrinter:
         if binds:
             return cgen.Line("{ " + " ".join(binds) + " " + stmt + " }")
         return cgen.Line(stmt)
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _helper_dtype(dtype: str) -> str:
@@ -681,7 +688,7 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     entry = entry or f"pt_{scop.name}"
     footprints: Dict[str, pack.Footprint] = {}
     errors: List[str] = []
-    build = isl.AstBuild.from_context(scop.context)
+    build = _counters(isl.AstBuild.from_context(scop.context), sched, fresh_counter_prefix(_names_in(scop)))
     build, hook_handle = build.set_after_each_mark(pack.footprint_hook(scop, footprints, errors))
     ast = build.node_from_schedule(sched)
     del hook_handle  # the callback is only called while the AST is built
@@ -761,7 +768,46 @@ REGION_PRELUDE = """#ifndef floord
 """
 
 
-def generate_region(scop: Scop, schedule: isl.Schedule) -> Tuple[str, List[str]]:
+def fresh_counter_prefix(taken: Sequence[str]) -> str:
+    """``c`` when no name of ``taken`` is ``c<digits>``, else the first of ``pt_c``, ``pt_c_``, ... that is free.
+
+    >>> fresh_counter_prefix({"x", "c1"}), fresh_counter_prefix({"x"})
+    ('pt_c', 'c')
+    """
+    for k in itertools.count():
+        prefix = "c" if k == 0 else "pt_c" + "_" * (k - 1)
+        pat = re.compile(re.escape(prefix) + r"\d+$")
+        if not any(pat.match(n) for n in taken):
+            return prefix
+    raise AssertionError("unreachable")
+
+
+def _names_in(scop: Scop) -> set:
+    """Identifiers the generated code must not shadow: parameters, arrays and the statements' C text."""
+    names = {a.name for a in scop.arrays}
+    space = scop.domain.get_space()
+    names |= {space.get_dim_name(isl.dim_type.param, k) for k in range(space.dim(isl.dim_type.param))}
+    for st in scop.statements:
+        for text in (st.c_text, *(st.c_reduction or ())):
+            if isinstance(text, str):
+                names |= set(_IDENT.findall(text))
+    return names
+
+
+def _counters(build: isl.AstBuild, schedule: isl.Schedule, counter: str) -> isl.AstBuild:
+    """``build`` naming loop counters ``counter0, counter1, ...`` (isl's own names are ``c0, c1, ...``)."""
+    if counter == "c":
+        return build
+    ctx = build.get_ctx()
+    dims = [0]
+    schedule.get_map().foreach_map(lambda m: dims.append(m.dim(isl.dim_type.out)))
+    ids = isl.IdList.alloc(ctx, 0)
+    for k in range(max(dims) + 1):  # one name per schedule dimension
+        ids = ids.add(isl.Id(f"{counter}{k}", context=ctx))
+    return build.set_iterators(ids)
+
+
+def generate_region(scop: Scop, schedule: isl.Schedule, counter: Optional[str] = None) -> Tuple[str, List[str]]:
     """Only the loop nest for ``scop`` (source-to-source output), plus notes.
 
     Statements with ``c_text`` are emitted as their own C code inside a block
@@ -770,7 +816,9 @@ def generate_region(scop: Scop, schedule: isl.Schedule) -> Tuple[str, List[str]]
     scalars are already declared.  The AST helper macros are guarded so the
     region can appear several times in one file.
     """
-    build = isl.AstBuild.from_context(scop.context)
+    if counter is None:
+        counter = fresh_counter_prefix(_names_in(scop))
+    build = _counters(isl.AstBuild.from_context(scop.context), schedule, counter)
     ast = build.node_from_schedule(schedule)
     printer = AstPrinter(scop, outline=False)
     body = printer.node(ast)

@@ -30,6 +30,8 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # The element-type table and PlaidML's promotion rule (numpy only).
     ("dtypes", ("polytile.dtypes",), ()),
     ("config", ("polytile.config",), ("errors", "names")),
+    # A wall-clock limit for isl work that cannot be interrupted (a forked child; stdlib only).
+    ("deadline", ("polytile.deadline",), ()),
     ("hardware", ("polytile.hardware",), ("errors", "names")),
     ("ir", ("polytile.ir",), ("errors", "config", "names")),
     ("frontends", ("polytile.frontends",), ("ir", "errors", "names")),
@@ -42,7 +44,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("deps", ("polytile.deps",), ("poly", "errors")),
     # The C frontend reads C straight into Scops (its statements keep their C text).
     ("cfrontend", ("polytile.frontends.c",), ("poly", "errors", "names", "ir")),
-    ("schedule", ("polytile.schedule",), ("poly", "deps", "errors")),
+    ("schedule", ("polytile.schedule",), ("poly", "deps", "errors", "deadline")),
     # The cost model and the blocked-schedule space use each other (autotile ranks with
     # the model, the model reads tile configurations): one stage.
     ("cost", ("polytile.cost", "polytile.autotile", "polytile.gpucost"),

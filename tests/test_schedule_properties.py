@@ -306,7 +306,7 @@ def apply_random_steps(data, s: S.Schedule, check_result, ops=OPS) -> S.Schedule
             msg = str(e)
             assert msg.startswith(f"{op}("), f"message does not name {op}: {msg}"
             assert "must run before" in msg, msg
-            with mock.patch.object(S.Schedule, "check", lambda self, what: self):
+            with mock.patch.object(S.Schedule, "check", lambda self, what, since=None: self):
                 bad = fn(s, *args, **kw)
             why = brute_force_violation(bad)
             assert why, f"legal step refused: {op}{args} {kw}\n  steps so far: {[str(x) for x in s.steps]}\n  {msg}"
@@ -384,7 +384,7 @@ def test_random_steps_replayed_on_other_shapes(data):
         try:
             cur = S.apply_step(cur, step)
         except IllegalSchedule:
-            with mock.patch.object(S.Schedule, "check", lambda self, what: self):
+            with mock.patch.object(S.Schedule, "check", lambda self, what, since=None: self):
                 bad = S.apply_step(cur, step)
             assert brute_force_violation(bad), f"{step} refused at {other} but legal there"
             event("replay refused: IllegalSchedule")
@@ -419,7 +419,7 @@ def test_brute_force_checker_sees_known_violations():
     """Without this, a checker that accepts everything would make the properties vacuous."""
     base = isl_base("jacobi1d")
     assert brute_force_violation(base) == ""
-    with mock.patch.object(S.Schedule, "check", lambda self, what: self):
+    with mock.patch.object(S.Schedule, "check", lambda self, what, since=None: self):
         swapped = S.interchange(base, "S", "t", "i")
         par = S.parallel(base, "S", "t")
         mm = tile_base("matmul", "M=3,N=4,K=3")
@@ -434,7 +434,7 @@ def test_brute_force_checker_sees_known_violations():
     assert brute_force_violation(red_no_target).startswith("parallel")
     # Reversing k only reorders a reduction: legal; reversing the fill/update order is not.
     assert brute_force_violation(S.reverse(mm, "C", "k")) == ""
-    with mock.patch.object(S.Schedule, "check", lambda self, what: self):
+    with mock.patch.object(S.Schedule, "check", lambda self, what, since=None: self):
         late_fill = S.fuse(mm, "S0", "Z0", 2)
     assert brute_force_violation(late_fill).startswith("order")
 

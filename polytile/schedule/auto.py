@@ -18,8 +18,6 @@ isl context options:
 from __future__ import annotations
 
 import os
-import select
-import signal
 import time
 from contextlib import contextmanager
 from typing import Dict, List, Optional
@@ -27,6 +25,7 @@ from typing import Dict, List, Optional
 import islpy as isl
 
 from ..deps import Dependences
+from ..deadline import with_deadline
 from ..errors import ScheduleError
 from ..poly.scop import Scop
 from .core import Schedule, Step, StmtSchedule, _dim_constant
@@ -39,6 +38,11 @@ _OPTIONS = {
     # producer/consumer pairs (upsample2x at H=1, found by the schedule tests).
     "smart": {"schedule_serialize_sccs": 0, "schedule_whole_component": 1, "schedule_maximize_band_depth": 0,
               "schedule_treat_coalescing": 0},
+    # Smart fusion for many statements, or when the search above is slow: bands whose outer loop is
+    # parallel are preferred, which prunes isl's search (20 chained statements: over a minute -> 0.4 s)
+    # but gives up time-skewed bands (stencil tiling), so small scops try "smart" first.
+    "smart-outer": {"schedule_serialize_sccs": 0, "schedule_whole_component": 1, "schedule_maximize_band_depth": 0,
+                    "schedule_treat_coalescing": 0, "schedule_outer_coincidence": 1},
     "max": {"schedule_serialize_sccs": 0, "schedule_whole_component": 0, "schedule_maximize_band_depth": 1},
 }
 
@@ -57,7 +61,15 @@ def _isl_options(ctx: isl.Context, options: Dict[str, int]):
 
 
 def isl_schedule(scop: Scop, deps: Dependences, fusion: str = "smart") -> isl.Schedule:
-    """isl's schedule tree for ``scop`` under a fusion choice."""
+    """isl's schedule tree for ``scop`` under a fusion choice.
+
+    Large programs are scheduled in pieces: the statements, in program order, are cut into runs of at
+    most :data:`CHUNK_STATEMENTS` where no dependence points back across a cut, each run is scheduled
+    alone and the runs are put in sequence.  isl's ILPs grow faster than linearly with the number of
+    statements scheduled together (300 chained statements: 43 s in one piece, about 4 s in pieces);
+    fusion across a cut is what is given up.  ``{ S[i] -> T[j] }`` with S after the cut and T before it
+    would make the cut illegal, so such a cut is never made.
+    """
     if fusion not in FUSION:
         raise ScheduleError(f"unknown fusion choice {fusion!r}; use one of {', '.join(FUSION)}")
     # Proximity only needs the value-based flow (where data really moves): the
@@ -67,68 +79,97 @@ def isl_schedule(scop: Scop, deps: Dependences, fusion: str = "smart") -> isl.Sc
     validity = deps.all(include_reductions=False)
     everything = deps.all(include_reductions=True)
     proximity = deps.flow_value.union(deps.reduction)
-    sc = (isl.ScheduleConstraints.on_domain(scop.domain)
-          .set_validity(validity).set_proximity(proximity).set_coincidence(everything))
     ctx = scop.domain.get_ctx()
-    if fusion == "none" or not hasattr(os, "fork"):
-        with _isl_options(ctx, _OPTIONS[fusion]):
-            return sc.compute_schedule()
-    text = _with_deadline(lambda: _computed(ctx, sc, fusion), SCHEDULER_SECONDS)
-    if text is None:
-        # isl's ILP can run for hours on some concrete sizes (embedding at N=31, K=7, D=15 with smart
-        # fusion); serialising the strongly connected components keeps every schedule legal.
-        with _isl_options(ctx, _OPTIONS["none"]):
-            return sc.compute_schedule()
-    return isl.Schedule.read_from_str(ctx, text)
+    runs = _runs(scop, everything, CHUNK_STATEMENTS)
+    deadline = time.monotonic() + SCHEDULER_SECONDS
+    tree = None
+    for names in runs:
+        if len(runs) == 1:
+            dom = scop.domain
+            v, p, c = validity, proximity, everything
+        else:
+            dom = isl.UnionSet.empty(scop.domain.get_space())
+            for n in names:
+                dom = dom.union(isl.UnionSet.from_set(scop.statement(n).domain))
+            v, p, c = (r.intersect_domain(dom).intersect_range(dom) for r in (validity, proximity, everything))
+        sc = isl.ScheduleConstraints.on_domain(dom).set_validity(v).set_proximity(p).set_coincidence(c)
+        part = _one_schedule(ctx, sc, fusion, deadline, len(names))
+        tree = part if tree is None else tree.sequence(part)
+    return tree
 
 
-#: Wall-clock budget of isl's scheduler for fusion "smart"/"max" before falling back to "none".
+#: Wall-clock budget of isl's scheduler for fusion "smart"/"max" (all pieces together) before the
+#: rest falls back to "none".
 SCHEDULER_SECONDS = 20.0
+
+#: Most statements isl schedules together (see :func:`isl_schedule`).
+CHUNK_STATEMENTS = 24
+
+#: Smart fusion's full search is tried on at most this many statements, for at most this long.
+FIRST_TRY_STATEMENTS = 16
+FIRST_TRY_SECONDS = 3.0
+
+
+def _one_schedule(ctx: isl.Context, sc: isl.ScheduleConstraints, fusion: str, deadline: float,
+                  statements: int) -> isl.Schedule:
+    """isl's schedule under ``fusion`` by ``deadline``, else a cheaper search, else fusion "none".
+
+    Smart fusion tries isl's full search first (for at most :data:`FIRST_TRY_SECONDS`, and only on up
+    to :data:`FIRST_TRY_STATEMENTS` statements), then the outer-coincidence search.
+    """
+    tries = [fusion]
+    if fusion == "smart":
+        tries = (["smart"] if statements <= FIRST_TRY_STATEMENTS else []) + ["smart-outer"]
+    for k, option in enumerate(tries):
+        left = deadline - time.monotonic()
+        if option == "none" or not hasattr(os, "fork") or left <= 0:
+            break
+        if k + 1 < len(tries):
+            left = min(left, FIRST_TRY_SECONDS)
+        text = with_deadline(lambda: _computed(ctx, sc, option), left)
+        if text is not None:
+            return isl.Schedule.read_from_str(ctx, text)
+    if fusion != "none" and not hasattr(os, "fork"):
+        with _isl_options(ctx, _OPTIONS[fusion]):
+            return sc.compute_schedule()  # no fork (Windows): no deadline either
+    # isl's ILP can run for hours on some concrete sizes (embedding at N=31, K=7, D=15 with smart
+    # fusion); serialising the strongly connected components keeps every schedule legal.
+    with _isl_options(ctx, _OPTIONS["none"]):
+        return sc.compute_schedule()
+
+
+def _runs(scop: Scop, deps: isl.UnionMap, size: int) -> List[List[str]]:
+    """The statements in program order, cut into runs of at most ``size`` (where legal).
+
+    A cut before statement p is legal when no dependence goes from a statement at or after p to one
+    before p.  A run may exceed ``size`` when no legal cut is near (a loop around many statements).
+    """
+    names = [s.name for s in scop.statements]
+    if len(names) <= size:
+        return [names]
+    index = {n: k for k, n in enumerate(names)}
+    # blocked[p]: some dependence crosses a cut before p backwards (source >= p > target).
+    back = [0] * (len(names) + 1)
+    def edge(m: isl.Map) -> None:
+        src = index.get(m.get_tuple_name(isl.dim_type.in_))
+        dst = index.get(m.get_tuple_name(isl.dim_type.out))
+        if src is not None and dst is not None and dst < src:
+            back[dst + 1] += 1  # every cut p with dst < p <= src is blocked
+            back[src + 1] -= 1
+    deps.foreach_map(edge)
+    runs: List[List[str]] = [[]]
+    blocked = 0
+    for p, n in enumerate(names):
+        blocked += back[p]
+        if p and len(runs[-1]) >= size and blocked == 0:
+            runs.append([])
+        runs[-1].append(n)
+    return runs
 
 
 def _computed(ctx: isl.Context, sc: isl.ScheduleConstraints, fusion: str) -> str:
     with _isl_options(ctx, _OPTIONS[fusion]):
         return sc.compute_schedule().to_str()
-
-
-def _with_deadline(work, seconds: float) -> Optional[str]:
-    """``work()`` (a str) computed in a forked child within ``seconds``; None when it takes longer.
-
-    isl runs in C and cannot be interrupted from Python, so the child is killed instead.  The child
-    only runs isl (no OpenMP, no I/O but its pipe) and leaves with ``os._exit``.
-    """
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        code = 1
-        try:
-            os.close(read)
-            data = work().encode()
-            with os.fdopen(write, "wb") as f:
-                f.write(data)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    chunks: List[bytes] = []
-    deadline = time.monotonic() + seconds
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([read], [], [], max(0.0, left))
-            if not ready:
-                os.kill(pid, signal.SIGKILL)
-                return None
-            chunk = os.read(read, 1 << 16)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(read)
-        _, status = os.waitpid(pid, 0)
-    if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
-        return work()  # it failed in the child: fail here the same way, with the real error
-    return b"".join(chunks).decode()
 
 
 def automatic(scop: Scop, deps: Dependences, fusion: str = "smart", *, parallel_reductions: bool = True) -> Schedule:

@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import islpy as isl
 
 from ..errors import ScheduleError
-from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Schedule, Step, StmtSchedule, range_map
+from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, range_map
 
 
 # ---------------------------------------------------------------------------
@@ -42,7 +42,20 @@ def _apply(s: Schedule, targets: Sequence[str], outs: Sequence[str],
             new.append((name, StmtSchedule(ss.map.apply_range(m_o), tuple(others_names(name, ss)))))
         else:
             new.append((name, ss))
-    return tuple(new)
+    if others_outs is not None and not _inserts_constants(n, others_outs):
+        return tuple(new)
+    # Only the targets moved (others at most got constant dimensions); an unchecked intermediate
+    # (tile's levels) passes its own on.
+    touched = set(targets)
+    if isinstance(s.stmts, Padded) and not getattr(s, "_checked", False):
+        touched |= s.stmts.touched
+    return Padded(new, touched)
+
+
+def _inserts_constants(n: int, outs: Sequence[str]) -> bool:
+    """``[t0, ..., t(n-1)] -> [outs]`` keeps ``t0..`` in order and only adds integer constants."""
+    kept = [o for o in outs if not o.lstrip("-").isdigit()]
+    return kept == _t(n)
 
 
 def _t(n: int) -> List[str]:
@@ -61,7 +74,7 @@ def _fresh(names: Sequence[Optional[str]], base: str) -> str:
 
 def _finish(s: Schedule, stmts, step: Step, marks=None) -> Schedule:
     out = s.with_(stmts=stmts, steps=s.steps + (step,), marks=s.marks if marks is None else marks)
-    return out.check(str(step))
+    return out.check(str(step), since=s)
 
 
 def _loops_in(s: Schedule, stmt: str) -> List[Tuple[int, str]]:
@@ -136,9 +149,19 @@ def _strip(s: Schedule, st: str, loops: Sequence[Tuple[str, int]], suffix: str, 
     ins: List[str] = []
     for d, size in dims:
         ins += [f"floor({t[d]}/{size})", "0"]
-    outs = t[:p] + ins + t[p:]
-    others = t[:p] + ["0", "0"] * len(dims) + t[p:]
     group = s.group(st, p)
+    # Reuse filler dimensions when the group has them just outside p: constant 0 and no loop for every
+    # member, and separating the group from no other statement.  Another nest's tiling left them
+    # (every statement gets the dimensions a tiling inserts); without reuse each tiled nest of a long
+    # program added dimensions to all statements and every isl operation grew with the program.
+    need = 2 * len(dims)
+    table = s.table
+    reuse = p >= need and all(table[g].names[d] is None and table[g].constant(d) == 0
+                              for g in group for d in range(p - need, p)) \
+        and s.group(st, p - need) == group
+    keep = p - need if reuse else p
+    outs = t[:keep] + ins + t[p:]
+    others = None if reuse else t[:p] + ["0", "0"] * len(dims) + t[p:]
 
     def names(_, ss):
         new: List[Optional[str]] = []
@@ -150,12 +173,12 @@ def _strip(s: Schedule, st: str, loops: Sequence[Tuple[str, int]], suffix: str, 
             for d, _size in dims:
                 if rest[d]:
                     rest[d] = _fresh(rest + new, f"{rest[d]}{inner_suffix}")
-        return rest[:p] + new + rest[p:]
+        return rest[:keep] + new + rest[p:]
 
     def other_names(_, ss):
         return list(ss.names[:p]) + [None, None] * len(dims) + list(ss.names[p:])
 
-    return _apply(s, group, outs, names, others, other_names)
+    return _apply(s, group, outs, names, others, other_names if others else None)
 
 
 def tile(s: Schedule, stmt: str, sizes: Union[Mapping[str, Union[int, Sequence[int]]], None] = None, **kw) -> Schedule:
