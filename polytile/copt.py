@@ -39,19 +39,20 @@ import dataclasses
 import itertools
 import json
 import math
-import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import islpy as isl
 
 from . import deps as deps_mod
-from .codegen.c import generate_region
+from .codegen.c import fresh_counter_prefix, generate_region
+from .deadline import with_deadline
 from .errors import IllegalSchedule, PolytileError, ScheduleError
 from .frontends.c import CScop, extract, splice
 from .poly.scop import Scop
-from .schedule import FUSION, PARALLEL, SIMD, Schedule, Step, apply_step, auto_parallel, automatic, initial
+from .schedule import FUSION, PARALLEL, SIMD, Schedule, Step, auto_parallel, automatic, initial
 from .schedule import distribute as distribute_step
 from .schedule import fuse as fuse_step
 from .schedule import reorder as reorder_step
@@ -682,69 +683,47 @@ def separate_innermost(tree: isl.Schedule) -> isl.Schedule:
 
 
 def _generate_bounded(scop, s: Schedule, max_ops: Optional[int], separate: bool = True,
-                      taken: Sequence[str] = ()) -> Tuple[str, List[str]]:
+                      taken: Sequence[str] = (), seconds: Optional[float] = None) -> Tuple[str, List[str]]:
+    """The region's code for schedule ``s``: isl.Error past ``max_ops`` isl operations, and
+    :class:`_CodegenTimeout` past ``seconds`` of wall time (isl's AST generator does not count every
+    operation: a stride-3 sweep under a skewed, tiled schedule ran for four minutes within the limit)."""
     ctx = scop.domain.get_ctx()
     tree = separate_innermost(s.tree()) if separate else s.tree()
     prefix = fresh_counter_prefix(taken)
-    if prefix != "c":
-        scop = _protect_user_names(scop)
-    if not max_ops:
-        code, notes = generate_region(scop, tree)
-    else:
+
+    def work() -> str:
         old = ctx.get_max_operations()
-        ctx.set_max_operations(max_ops)
-        ctx.reset_operations()
-        try:
-            code, notes = generate_region(scop, tree)
-        finally:
-            ctx.set_max_operations(old)
+        if max_ops:
+            ctx.set_max_operations(max_ops)
             ctx.reset_operations()
-    return (code if prefix == "c" else _rename_counters(code, prefix)), notes
+        try:
+            return json.dumps(generate_region(scop, tree, prefix))
+        finally:
+            if max_ops:
+                ctx.set_max_operations(old)
+                ctx.reset_operations()
+
+    text = work() if seconds is None else with_deadline(work, seconds)
+    if text is None:
+        raise _CodegenTimeout(f"took over {seconds:.0f} s")
+    code, notes = json.loads(text)
+    return code, list(notes)
+
+
+class _CodegenTimeout(Exception):
+    """isl's AST generator ran past its time budget (the schedule is tried no further)."""
+
+
+#: Wall-clock budget of code generation for one region (all candidate schedules together), and for
+#: one attempt.
+CODEGEN_SECONDS = 40.0
+CODEGEN_ATTEMPT_SECONDS = 15.0
+CODEGEN_MIN_SECONDS = 2.0
 
 
 # isl's AST generator names loop counters c0, c1, ...; a file that uses such a name itself (a
-# variable c1 read by a statement) would see the counter instead.  Such files get counters with a
-# prefix no identifier of the file starts a ``prefix<digits>`` name with.
-_COUNTER = re.compile(r"\bc(\d+)\b")
-_KEEP = "__pt_keep_"  # marks the user's own c<digits> names while the counters are renamed
-
-
-def fresh_counter_prefix(taken: Sequence[str]) -> str:
-    """``c`` when no name of ``taken`` is ``c<digits>``, else the first of ``pt_c``, ``pt_c_``, ... that is free.
-
-    >>> fresh_counter_prefix({"x", "c1"}), fresh_counter_prefix({"x"})
-    ('pt_c', 'c')
-    """
-    for k in itertools.count():
-        prefix = "c" if k == 0 else "pt_c" + "_" * (k - 1)
-        pat = re.compile(re.escape(prefix) + r"\d+$")
-        if not any(pat.match(n) for n in taken):
-            return prefix
-    raise AssertionError("unreachable")
-
-
-def _protect_user_names(scop: Scop) -> Scop:
-    """``scop`` with every ``c<digits>`` identifier of its statements' C text marked (see _rename_counters)."""
-    def mark(text):
-        return _COUNTER.sub(lambda m: _KEEP + m.group(0), text) if isinstance(text, str) else text
-
-    stmts = []
-    for st in scop.statements:
-        if st.c_text is None or not _COUNTER.search(st.c_text + " ".join(st.c_reduction or ())):
-            stmts.append(st)
-            continue
-        red = tuple(mark(x) for x in st.c_reduction) if st.c_reduction else st.c_reduction
-        stmts.append(dataclasses.replace(st, c_text=mark(st.c_text), text=mark(st.text), c_reduction=red))
-    return Scop.build(scop.name, stmts, scop.arrays, context=scop.context, schedule=scop.schedule)
-
-
-def _rename_counters(code: str, prefix: str) -> str:
-    """Generated ``c<digits>`` counters renamed to ``prefix<digits>``; the user's marked names restored.
-    Directive lines hold array names and macros, never counters, and are kept as they are."""
-    lines = [ln if ln.lstrip().startswith("#") else _COUNTER.sub(prefix + r"\1", ln) for ln in code.split("\n")]
-    return "\n".join(lines).replace(_KEEP, "")
-
-
+# variable or a loop-bound parameter c1) gets counters with a prefix no identifier of the file
+# starts a ``prefix<digits>`` name with, chosen when the AST is built (never by renaming text).
 def _rename_in(m: isl.Map, name: str) -> isl.Map:
     return m.set_tuple_name(isl.dim_type.in_, name)
 
@@ -1040,16 +1019,22 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
         options = _scop_options(scop, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
                                 notes=res.notes)
     last_error: Optional[Exception] = None
+    deadline = time.monotonic() + CODEGEN_SECONDS
     for use_scop, cands, extra_notes in options:
         for s, local in cands:
             s = s.check("optimised schedule")
             code = None
             for separate in (True, False):
+                # Candidates share the region's budget; once it is spent each still gets a short
+                # try (the simpler candidates come last and generate in milliseconds).
+                left = deadline - time.monotonic()
+                seconds = (None if max_operations is None
+                           else max(CODEGEN_MIN_SECONDS, min(left, CODEGEN_ATTEMPT_SECONDS)))
                 try:
                     code, gen_notes = _generate_bounded(use_scop, s, max_operations, separate=separate,
-                                                        taken=cs.taken)
+                                                        taken=cs.taken, seconds=seconds)
                     break
-                except isl.Error as e:
+                except (isl.Error, _CodegenTimeout) as e:
                     last_error = e
                     res.notes.append(f"code generation{' with separated innermost loops' if separate else ''} "
                                      f"gave up on {' -> '.join(str(x) for x in s.steps[1:])}: "

@@ -298,3 +298,41 @@ def test_value_errors_are_value_errors():
     for cls in (errors.ToolchainError, errors.CacheError, errors.NoDeviceError, errors.ConfigError):
         assert issubclass(cls, errors.PolytileEnvironmentError)
     assert not issubclass(errors.CompilerError, ValueError)
+
+
+def test_an_error_raised_after_a_ctrl_c_is_reported_as_the_interrupt(monkeypatch, capsys):
+    # A SIGINT that lands in isl's C code surfaces as islpy's error, not KeyboardInterrupt; the CLI
+    # must still exit 130 with "interrupted" (CI saw exit 1 from 'tune' interrupted at 0.3 s).
+    import os
+    import signal
+
+    import islpy as isl
+
+    from polytile import cli
+
+    def interrupted_inside_isl(args):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):
+                pass
+        except KeyboardInterrupt:
+            pass
+        raise isl.Error("call to isl_ast_build_node_from_schedule failed")
+
+    monkeypatch.setattr(cli, "cmd_show", interrupted_inside_isl)
+    assert cli.main(["show", "x.tile"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_an_error_without_a_ctrl_c_is_not_reported_as_an_interrupt(monkeypatch, capsys):
+    from polytile import cli
+
+    import islpy as isl
+
+    def fails(args):
+        raise isl.Error("call to isl_ast_build_node_from_schedule failed")
+
+    monkeypatch.setattr(cli, "cmd_show", fails)
+    assert cli.main(["show", "x.tile"]) == cli.EXIT_INTERNAL
+    err = capsys.readouterr().err
+    assert "interrupted" not in err and "bug" in err

@@ -695,7 +695,6 @@ class _Seq:
         return self.k - 1
 
 
-_GENERATED_NAME = re.compile(r"^c\d+$")
 _PREFIX_OPS = ("*", "&", "-", "+", "!", "~", "++", "--")
 
 
@@ -823,9 +822,9 @@ class _Extractor:
     def param(self, name: str, origin: str, node: c_ast.Node) -> A.Lin:
         if name in self.fixed:
             return A.Lin.constant(int(self.fixed[name]))
-        if name.lower() in ISL_KEYWORDS or _GENERATED_NAME.match(name) or not re.match(r"^[A-Za-z_]\w*$", name):
-            raise A.NotAffine(node, f"parameter {name} cannot stay symbolic (its name is reserved in isl or by "
-                                    f"generated code); fix its value with {option('params', name=name)}")
+        if name.lower() in ISL_KEYWORDS or not re.match(r"^[A-Za-z_]\w*$", name):
+            raise A.NotAffine(node, f"parameter {name} cannot stay symbolic (its name is reserved in isl); "
+                                    f"fix its value with {option('params', name=name)}")
         self.params_used.setdefault(name, origin)
         return A.Lin.var(name)
 
