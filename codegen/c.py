@@ -407,6 +407,10 @@ class AstPrinter:
         """The ``reduction(...)`` clauses of a ``parallel op:A,...`` or ``simd op:s`` mark."""
         clause = ""
         for op, arr in _mark_items(mark):
+            if arr in self.arrays and self.arrays[arr].dtype == "bool":
+                # GCC combines _Bool partial results of '+' modulo 2 (1 + 1 -> 0), and '*' alike;
+                # on truth values the saturating sum is 'or' and the product 'and'.
+                op = _BOOL_REDUCTION.get(op, op)
             if arr in self.body.locals:  # contracted to a scalar: reduce the scalar
                 clause += f" reduction({op}:{self.body.locals[arr]})"
                 continue
@@ -499,6 +503,40 @@ class AstPrinter:
         clause = f"simd {'*' if op == '*=' else '+'}:{acc}"
         return {st.name: acc}, kept + (clause,), before, [f"{lhs} {'*=' if op == '*=' else '+='} {acc};"]
 
+    def _serial_float_reduction(self, n: isl.AstNode, it: str) -> bool:
+        """Innermost loop ``n`` holds a float reduction into a cell that does not move with it.
+
+        GCC 12.2 at -O3 miscompiles such loops when it peels them completely (constant trip count
+        up to about 16) and then vectorises the loop around them with a reversed read: ``T[0] +=
+        A[i][7 - j]`` over 8 x 8 sums the wrong elements (tests/test_codegen_gcc_workarounds.py).
+        ``#pragma GCC unroll 1`` keeps the loop; a strict float reduction is a serial chain of
+        adds, so peeling it bought little.
+        """
+        calls: List[isl.AstExpr] = []
+        nested = []
+
+        def visit(x: isl.AstNode) -> bool:
+            t = x.get_type()
+            if t == isl.ast_node_type.for_ and not x.for_is_degenerate():
+                nested.append(x)
+            elif t == isl.ast_node_type.user:
+                calls.append(x.user_get_expr())
+            return True
+        n.for_get_body().foreach_descendant_top_down(visit)
+        if nested:
+            return False
+        word = re.compile(rf"\b{re.escape(it)}\b")
+        for call in calls:
+            st = self.stmts.get(call.op_get_arg(0).id_get_id().get_name())
+            if st is None or not st.is_reduction or self.arrays[st.body.array].dtype not in D.FLOATS:
+                continue
+            w = st.write_map().gist_domain(st.domain)  # the domain's bounds would "involve" every iterator
+            moving = [k for k in range(len(st.iters))
+                      if word.search(_c(call.op_get_arg(k + 1))) and w.involves_dims(isl.dim_type.in_, k, 1)]
+            if not moving:
+                return True
+        return False
+
     def _cyclic(self, n: isl.AstNode, it: str) -> bool:
         """Deal the iterations of parallel loop ``n`` out cyclically (``schedule(static, 1)``)?
 
@@ -537,6 +575,8 @@ class AstPrinter:
             pragmas = [p for p in pragmas if p.startswith("GCC")]
         if before and not any(p.startswith("omp simd") for p in pragmas):
             accumulate, before, after = {}, [], []  # no simd loop after all: the statement updates its cell
+        if not pragmas and not n.for_is_degenerate() and self._serial_float_reduction(n, it):
+            pragmas = ["GCC unroll 1"]
         par = any(p.startswith("omp parallel") for p in pragmas)
         self.scope.append(it)
         self.parallel_depth += par
@@ -601,6 +641,9 @@ class AstPrinter:
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+#: OpenMP reduction operators for bool cells (see AstPrinter._reductions).
+_BOOL_REDUCTION = {"+": "|", "*": "&", "max": "|", "min": "&"}
 
 
 def _helper_dtype(dtype: str) -> str:

@@ -170,3 +170,14 @@ def test_outputs_too_large_to_allocate_are_shape_errors():
         with pytest.raises(ShapeError) as e:
             polytile.reference(src, np.ones(2, np.float32))
         assert "too large" in e.value.message and e.value.loc is not None
+
+
+@pytest.mark.parametrize("fusion", [None, "smart", "max"])
+def test_isl_failure_in_value_based_flow_is_not_a_crash(fusion):
+    # Campaign F9 (seed 7015): isl's compute_flow with must sources failed ("affine expression
+    # involves some of the domain dimensions") on reads through an integer division.
+    src = ("function (A[D0, D0]) -> (T1, T2) {\n"
+           "  T1[] = >(A[(j + k + 2*i + 2) / 2, i + (D0 - 2)] + A[k + j + i, j + 1]), 2*k + i + 2 < D0, k < D0;\n"
+           "  T2 = floor(A);\n}")
+    A = np.random.default_rng(0).integers(-4, 5, (5, 5)).astype(np.int32)
+    agree(src, A, **({} if fusion is None else {"fusion": fusion}))
