@@ -139,7 +139,8 @@ class Options:
     cflags: Optional[Tuple[str, ...]] = None
     schedule: Optional[Tuple[Step, ...]] = None
     fusion: Optional[str] = None
-    hardware: Optional[str] = "host"  # descriptor name or file guiding autotile; None: no autotile
+    # Descriptor (object, preset name or file) guiding autotile; None: no autotile.
+    hardware: Optional[Union[str, "Hardware"]] = "host"
 
     @classmethod
     def make(cls, target: str = "openmp", **kw) -> "Options":
@@ -154,8 +155,10 @@ class Options:
             kw["schedule"] = schedule_steps(kw["schedule"])
         if kw.get("hardware") is not None:
             hw = kw["hardware"]
-            kw["hardware"] = str(hw.name if hasattr(hw, "name") and not isinstance(hw, (str, os.PathLike)) else hw)
-            load_hardware(kw["hardware"])  # fail early on a bad name or file
+            # A descriptor object stays one (frozen, so it hashes into cache keys); a name or a
+            # path is loaded now to fail early on a typo.
+            kw["hardware"] = hw if not isinstance(hw, (str, os.PathLike)) else os.fspath(hw)
+            load_hardware(kw["hardware"])
         if kw.get("fusion") is not None and kw["fusion"] not in sched_mod.FUSION:
             raise PolytileError(f"unknown fusion choice {kw['fusion']!r}; use one of {', '.join(sched_mod.FUSION)}")
         return cls(target=target, **kw)
@@ -246,10 +249,12 @@ def default_schedule(scop: Scop, dependences: deps_mod.Dependences, options: Opt
 _HARDWARE: Dict[str, Any] = {}
 
 
-def load_hardware(name: str):
-    """A hardware descriptor by preset name or file, loaded once per process."""
+def load_hardware(name):
+    """A hardware descriptor by preset name or file, loaded once per process (an object as is)."""
     from . import hardware
 
+    if not isinstance(name, str):
+        return hardware.load(name)
     if name not in _HARDWARE:
         _HARDWARE[name] = hardware.load(name)
     return _HARDWARE[name]

@@ -461,3 +461,24 @@ def test_detect_partial_cache_files(tmp_path):
     assert "L1 sharing unknown" in notes and hw.level("L1").shared == "core"
     assert hw.level("L3").shared == "all" and hw.level("L1").associativity is None
     assert "index1: no readable level/size" in notes
+
+
+@pytest.mark.parametrize("preset", ["x86-avx2", "host"])
+def test_compile_and_schedule_accept_a_descriptor_object(preset):
+    # Issue 13: Options.make turned a descriptor back into its display name, so
+    # compile(src, hardware=hardware.load("x86-avx2")) failed with "unknown hardware preset".
+    import numpy as np
+
+    import polytile
+    from polytile import hardware as H
+
+    src = "function (A[M, K], B[K, N]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[k, j]); }"
+    hw = H.load(preset)
+    A = np.random.default_rng(0).integers(-3, 4, (48, 40)).astype(np.float32)
+    B = np.random.default_rng(1).integers(-3, 4, (40, 56)).astype(np.float32)
+    k = polytile.compile(src, hardware=hw)
+    assert k.options.hardware == hw
+    np.testing.assert_array_equal(k(A, B), polytile.reference(src, A, B))
+    by_object = polytile.schedule(src, shapes={"A": A.shape, "B": B.shape}, hardware=hw)
+    by_name = polytile.schedule(src, shapes={"A": A.shape, "B": B.shape}, hardware=preset)
+    assert by_object.steps == by_name.steps and len(by_object.steps) > 1  # autotiled alike

@@ -181,3 +181,20 @@ def test_isl_failure_in_value_based_flow_is_not_a_crash(fusion):
            "  T2 = floor(A);\n}")
     A = np.random.default_rng(0).integers(-4, 5, (5, 5)).astype(np.int32)
     agree(src, A, **({} if fusion is None else {"fusion": fusion}))
+
+
+def test_scheduler_fallback_is_bounded_too(monkeypatch):
+    # Campaign seed 9805 (F10): with max fusion isl ran past its budget, and the fusion-"none"
+    # fallback ran on for minutes as well; that fallback now has its own budget, after which the
+    # program's order is used.
+    from polytile.schedule import auto
+
+    monkeypatch.setattr(auto, "SCHEDULER_SECONDS", 1.0)
+    monkeypatch.setattr(auto, "NONE_SECONDS", 1.0)
+    src = ("function (A[D0, D0], B[D0, 5]) -> (T2) {\n"
+           "  T1[k, i : D0 / 2, 4] = +(A[2*j + i, j + 2] + A[k, 2*k - 2]);\n"
+           "  T2[2*i - j + k : D0] = *(B[k + (D0 - 2), 2*j - 2] * A[j, i]), -j + (D0 - 1) < D0 + 1;\n}")
+    rng = np.random.default_rng(9805)
+    A = rng.integers(-2, 3, (6, 6)).astype(np.int32)
+    B = rng.integers(-2, 3, (6, 5)).astype(np.int32)
+    agree(src, A, B, fusion="max")

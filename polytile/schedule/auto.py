@@ -93,7 +93,7 @@ def isl_schedule(scop: Scop, deps: Dependences, fusion: str = "smart") -> isl.Sc
                 dom = dom.union(isl.UnionSet.from_set(scop.statement(n).domain))
             v, p, c = (r.intersect_domain(dom).intersect_range(dom) for r in (validity, proximity, everything))
         sc = isl.ScheduleConstraints.on_domain(dom).set_validity(v).set_proximity(p).set_coincidence(c)
-        part = _one_schedule(ctx, sc, fusion, deadline, len(names))
+        part = _one_schedule(ctx, sc, fusion, deadline, len(names), scop.schedule.intersect_domain(dom))
         tree = part if tree is None else tree.sequence(part)
     return tree
 
@@ -105,14 +105,18 @@ SCHEDULER_SECONDS = 20.0
 #: Most statements isl schedules together (see :func:`isl_schedule`).
 CHUNK_STATEMENTS = 24
 
+#: Budget of the fusion-"none" fallback (and of an explicit fusion="none").
+NONE_SECONDS = 10.0
+
 #: Smart fusion's full search is tried on at most this many statements, for at most this long.
 FIRST_TRY_STATEMENTS = 16
 FIRST_TRY_SECONDS = 3.0
 
 
 def _one_schedule(ctx: isl.Context, sc: isl.ScheduleConstraints, fusion: str, deadline: float,
-                  statements: int) -> isl.Schedule:
-    """isl's schedule under ``fusion`` by ``deadline``, else a cheaper search, else fusion "none".
+                  statements: int, original: isl.Schedule) -> isl.Schedule:
+    """isl's schedule under ``fusion`` by ``deadline``, else a cheaper search, else fusion "none"
+    (within :data:`NONE_SECONDS`), else ``original`` (the program's order of these statements).
 
     Smart fusion tries isl's full search first (for at most :data:`FIRST_TRY_SECONDS`, and only on up
     to :data:`FIRST_TRY_STATEMENTS` statements), then the outer-coincidence search.
@@ -129,13 +133,16 @@ def _one_schedule(ctx: isl.Context, sc: isl.ScheduleConstraints, fusion: str, de
         text = with_deadline(lambda: _computed(ctx, sc, option), left)
         if text is not None:
             return isl.Schedule.read_from_str(ctx, text)
-    if fusion != "none" and not hasattr(os, "fork"):
+    if not hasattr(os, "fork"):
         with _isl_options(ctx, _OPTIONS[fusion]):
             return sc.compute_schedule()  # no fork (Windows): no deadline either
     # isl's ILP can run for hours on some concrete sizes (embedding at N=31, K=7, D=15 with smart
-    # fusion); serialising the strongly connected components keeps every schedule legal.
-    with _isl_options(ctx, _OPTIONS["none"]):
-        return sc.compute_schedule()
+    # fusion); serialising the strongly connected components keeps every schedule legal.  Even
+    # that can run away (campaign seed 9805, max fusion); then the program's own order stands.
+    text = with_deadline(lambda: _computed(ctx, sc, "none"), NONE_SECONDS)
+    if text is not None:
+        return isl.Schedule.read_from_str(ctx, text)
+    return original
 
 
 def _runs(scop: Scop, deps: isl.UnionMap, size: int) -> List[List[str]]:
