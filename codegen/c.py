@@ -25,9 +25,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import cgen
 import islpy as isl
-import numpy as np
 
 from polytile import dtypes as D
+from polytile.deadline import interrupts_after
 from polytile.errors import InternalError, ScheduleError
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
@@ -733,7 +733,8 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     errors: List[str] = []
     build = _counters(isl.AstBuild.from_context(scop.context), sched, fresh_counter_prefix(_names_in(scop)))
     build, hook_handle = build.set_after_each_mark(pack.footprint_hook(scop, footprints, errors))
-    ast = build.node_from_schedule(sched)
+    with interrupts_after():  # a Ctrl-C must not unwind through isl from the hook
+        ast = build.node_from_schedule(sched)
     del hook_handle  # the callback is only called while the AST is built
     printer = AstPrinter(scop)
     printer.footprints = footprints

@@ -48,6 +48,7 @@ from . import compare as compare_mod
 from .cliargs import arg_type, nonnegative_int, positive_int
 from .compare import COUNT_SCAN_LIMIT, RTOL, Check, check_output, format_table
 from .config import get_config, override
+from .memory import available_memory, bytes_text
 from .errors import PolytileEnvironmentError, PolytileError, SourceLocation
 
 PROG = "polytile"
@@ -531,28 +532,6 @@ def make_inputs(target: Target, kind: str, seed: int) -> List[np.ndarray]:
     return arrays
 
 
-def _bytes_text(n: int) -> str:
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"
-
-
-def _available_memory() -> Optional[int]:
-    """Bytes of memory available to a new allocation (Linux MemAvailable), or None when unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def check_memory(arrays: Sequence[Tuple[str, Sequence[int], Any]], what: str,
                  available: Optional[int] = None) -> int:
     """Total bytes of ``arrays`` (name, shape, dtype); a PolytileError naming the sizes when they cannot
@@ -564,12 +543,12 @@ def check_memory(arrays: Sequence[Tuple[str, Sequence[int], Any]], what: str,
             n *= int(d)
         sizes.append((name, shape, np.dtype(dtype).name, n))
     total = sum(n for *_, n in sizes)
-    available = _available_memory() if available is None else available
+    available = available_memory() if available is None else available
     if available is not None and total > available:
         big = sorted(sizes, key=lambda x: -x[3])[:4]
-        parts = ", ".join(f"{nm} {dt}[{_shape_text(sh)}] {_bytes_text(n)}" for nm, sh, dt, n in big)
-        raise PolytileError(f"{what} need {_bytes_text(total)} ({parts}{', ...' if len(sizes) > 4 else ''}), "
-                            f"more than the {_bytes_text(available)} of memory available; use smaller --dims")
+        parts = ", ".join(f"{nm} {dt}[{_shape_text(sh)}] {bytes_text(n)}" for nm, sh, dt, n in big)
+        raise PolytileError(f"{what} need {bytes_text(total)} ({parts}{', ...' if len(sizes) > 4 else ''}), "
+                            f"more than the {bytes_text(available)} of memory available; use smaller --dims")
     return total
 
 
@@ -1518,11 +1497,11 @@ def cmd_cache(args) -> int:
         print(f"directory  {i['dir']}")
         print(f"libraries  {i['libraries']}")
         print(f"tune       {i['tune_results']} saved result(s)")
-        print(f"size       {_bytes_text(i['bytes'])}")
+        print(f"size       {bytes_text(i['bytes'])}")
         return 0
     if args.action == "clear":
         freed = runtime.clear(root)
-        print(f"removed everything in {root} ({_bytes_text(freed)})")
+        print(f"removed everything in {root} ({bytes_text(freed)})")
         return 0
     found = runtime.verify(root, remove=True)
     bad = [e for e in found if e.problem is not None]

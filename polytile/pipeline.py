@@ -26,6 +26,7 @@ from . import desugar, ir, sema
 from . import reference as reference_mod
 from .config import debug_log, get_config
 from .errors import PolytileError, ShapeError, recursion_room, TileSyntaxError
+from .memory import too_large
 from .frontends.tile import parse, parse_file
 from .poly.scop import Scop
 from .poly.tile import lower as lower_to_scop
@@ -140,7 +141,7 @@ class Options:
     schedule: Optional[Tuple[Step, ...]] = None
     fusion: Optional[str] = None
     # Descriptor (object, preset name or file) guiding autotile; None: no autotile.
-    hardware: Optional[Union[str, "Hardware"]] = "host"
+    hardware: Optional[Union[str, Any]] = "host"  # Any: a hardware.CPUDescriptor or GPUDescriptor
 
     @classmethod
     def make(cls, target: str = "openmp", **kw) -> "Options":
@@ -418,6 +419,11 @@ def run_specialization(spec: Specialization, arrays: Sequence[np.ndarray]):
             if a.dtype.name != p.dtype or a.shape != tuple(p.shape):
                 raise ShapeError(f"input {p.source_name}: expected {p.dtype}{list(p.shape)}, got {a.dtype}{list(a.shape)}")
             bufs[p.name] = a
+    need = sum(int(np.prod(p.shape, dtype=object)) * np.dtype(p.dtype).itemsize
+               for p in spec.source.params if p.kind != "input")
+    why = too_large(need)
+    if why:  # before allocating: an overcommitted array is killed later, not refused
+        raise ShapeError(f"the outputs and temporaries need {need:,} bytes: too large to allocate ({why})")
     for p in spec.source.params:
         if p.kind != "input":
             try:

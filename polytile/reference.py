@@ -54,6 +54,7 @@ import numpy as np
 from . import desugar, ir, sema
 from . import dtypes as D
 from .errors import CollisionError, InternalError, NonAffineError, ShapeError, TileSemanticError, recursion_room
+from .memory import too_large
 from .ir import Binary, Contraction, DimDef, Float, Index, Int, Program, Ref, Unary, format_expr
 
 __all__ = ["CHUNK", "evaluate", "run", "index_ranges"]
@@ -670,11 +671,20 @@ def _evaluate(program: Program, arrays, named) -> Dict[str, np.ndarray]:
             continue
         env[inp.name] = a
         out[inp.name] = a
+    held = 0  # bytes of the results computed so far (all kept until the end)
     with np.errstate(all="ignore"):
         for s in program.body:
             if isinstance(s, DimDef):
                 continue
             info = bound.tensors[s.target]
+            size = int(np.prod(info.shape, dtype=object)) * info.dtype.itemsize
+            # Before allocating (an overcommitted array is killed later, not refused): the result,
+            # numpy's temporaries while computing it (counted as two more), and what is already held.
+            why = too_large(held + 3 * size)
+            if why:
+                raise ShapeError(f"{s.target}: {info.dtype}{list(info.shape)} needs {size:,} bytes: too large to "
+                                 f"compute here (with room to compute it, {why})", s.loc)
+            held += size
             try:
                 r = _statement(bound, s, env, prng)
             except (MemoryError, ValueError) as e:

@@ -30,6 +30,8 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # The element-type table and PlaidML's promotion rule (numpy only).
     ("dtypes", ("polytile.dtypes",), ()),
     ("config", ("polytile.config",), ("errors", "names")),
+    # Available memory, checked before allocating (stdlib only).
+    ("memory", ("polytile.memory",), ()),
     # A wall-clock limit for isl work that cannot be interrupted (a forked child; stdlib only).
     ("deadline", ("polytile.deadline",), ()),
     ("hardware", ("polytile.hardware",), ("errors", "names")),
@@ -39,7 +41,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("desugar", ("polytile.desugar",), ("ir", "errors")),
     # Semantic checks and binding; elemwise is their typed evaluator.
     ("sema", ("polytile.sema", "polytile.elemwise"), ("ir", "errors", "desugar", "dtypes")),
-    ("reference", ("polytile.reference",), ("ir", "errors", "sema", "desugar", "dtypes")),
+    ("reference", ("polytile.reference",), ("ir", "errors", "sema", "desugar", "dtypes", "memory")),
     ("poly", ("polytile.poly",), ("ir", "errors", "sema", "names", "desugar", "dtypes")),
     ("deps", ("polytile.deps",), ("poly", "errors")),
     # The C frontend reads C straight into Scops (its statements keep their C text).
@@ -49,7 +51,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # the model, the model reads tile configurations): one stage.
     ("cost", ("polytile.cost", "polytile.autotile", "polytile.gpucost"),
      ("poly", "deps", "schedule", "hardware", "errors", "names")),
-    ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names", "dtypes")),
+    ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names", "dtypes", "deadline")),
     ("runtime", ("polytile.runtime",), ("config", "errors")),
 ]
 

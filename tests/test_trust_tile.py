@@ -198,3 +198,23 @@ def test_scheduler_fallback_is_bounded_too(monkeypatch):
     A = rng.integers(-2, 3, (6, 6)).astype(np.int32)
     B = rng.integers(-2, 3, (6, 5)).astype(np.int32)
     agree(src, A, B, fusion="max")
+
+
+def test_sizes_are_checked_against_available_memory_before_allocating(monkeypatch):
+    # Front-end fuzzer (100k run, input 9326): the oracle allocated a 17 GB tensor on a 24 GiB
+    # machine (numpy's np.empty succeeds under overcommit) and the process was killed.  Sizes are
+    # compared with the memory available first, and refused with a located ShapeError.
+    from polytile import memory
+    from polytile.errors import ShapeError
+
+    monkeypatch.setattr(memory, "available_memory", lambda: 1 << 20)
+    src = "function (A[N]) -> (O) {\n  O[i, j : N, 65536] = +(A[i]);\n}"
+    A = np.ones(2, np.float32)  # O: 2 x 65536 float32 = 512 KiB, with room to compute it > 1 MiB
+    with pytest.raises(ShapeError, match=r"O: float32\[2, 65536\] needs 524,288 bytes: too large .*1.0 MiB of memory available") as e:
+        polytile.reference(src, A)
+    assert e.value.loc is not None and e.value.loc.line == 2
+    src2 = "function (A[N]) -> (O) { O[i, j : N, 262144] = +(A[i]); }"  # 2 MiB of output
+    with pytest.raises(ShapeError, match="more than the 1.0 MiB of memory available"):
+        polytile.compile(src2)(A)
+    monkeypatch.setattr(memory, "available_memory", lambda: None)  # unknown: no refusal
+    assert polytile.reference(src, A).shape == (2, 65536)
