@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import multiprocessing as mp
 import os
 import platform
 import random
@@ -40,12 +39,13 @@ import sys
 import tempfile
 import time
 import traceback
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Dict, List
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+from workpool import WorkerPool  # noqa: E402
 
 OPTIONS = ("default", "smart", "max", "schedule")
 STEP_OPS = ("interchange", "reorder", "tile", "split", "skew", "reverse", "shift", "fuse", "distribute",
@@ -202,62 +202,6 @@ def worker(conn, cache_root: str) -> None:
             os.makedirs(cache, mode=0o700, exist_ok=True)
 
 
-class Pool:
-    """N spawn-context workers, one seed at a time each, killed and replaced on timeout."""
-
-    def __init__(self, n: int, timeout: float, cache_root: str):
-        self.ctx = mp.get_context("spawn")
-        self.timeout, self.cache_root = timeout, cache_root
-        self.slots = [self._start() for _ in range(n)]
-
-    def _start(self):
-        a, b = self.ctx.Pipe()
-        p = self.ctx.Process(target=worker, args=(b, self.cache_root), daemon=True)
-        p.start()
-        return {"proc": p, "conn": a, "seed": None, "t0": 0.0}
-
-    def run(self, seeds, on_result) -> None:
-        todo = list(seeds)[::-1]
-        while todo or any(s["seed"] is not None for s in self.slots):
-            for s in self.slots:
-                if s["seed"] is None and todo:
-                    s["seed"], s["t0"] = todo.pop(), time.time()
-                    s["conn"].send(s["seed"])
-            busy = [s for s in self.slots if s["seed"] is not None]
-            ready = wait([s["conn"] for s in busy], timeout=1.0)
-            for s in busy:
-                if s["conn"] in ready:
-                    try:
-                        res = s["conn"].recv()
-                    except EOFError:
-                        res = {"seed": s["seed"], "outcome": "crash", "options": {},
-                               "detail": f"worker died (exit code {s['proc'].exitcode})"}
-                        self._replace(s)
-                    s["seed"] = None
-                    on_result(res)
-                elif time.time() - s["t0"] > self.timeout:
-                    on_result({"seed": s["seed"], "outcome": "timeout", "options": {},
-                               "detail": f"no answer in {self.timeout} s"})
-                    self._replace(s)
-                    s["seed"] = None
-
-    def _replace(self, s) -> None:
-        s["proc"].kill()
-        s["proc"].join()
-        fresh = self._start()
-        s.update(proc=fresh["proc"], conn=fresh["conn"])
-
-    def close(self) -> None:
-        for s in self.slots:
-            try:
-                s["conn"].send(None)
-            except OSError:
-                pass
-            s["proc"].join(timeout=5)
-            if s["proc"].is_alive():
-                s["proc"].kill()
-
-
 def provenance(args) -> Dict:
     import islpy
     import numpy
@@ -348,17 +292,16 @@ def main(argv=None) -> int:
                 yield s
         seeds = limited()
     cache_root = tempfile.mkdtemp(prefix="polytile-fuzz-")
-    pool = Pool(args.workers, args.timeout, cache_root)
+    pool = WorkerPool(worker, (cache_root,), args.workers, args.timeout)
+
+    def on_reply(seed, res, failure, seconds) -> None:
+        if failure is not None:  # the worker died (a crash) or was killed at the time limit
+            res = {"seed": seed, "outcome": "timeout" if failure.startswith("no answer") else "crash",
+                   "options": {}, "detail": failure}
+        on_result(res)
+
     try:
-        # feed lazily so --max-minutes can stop early
-        batch = []
-        for s in seeds:
-            batch.append(s)
-            if len(batch) >= 20:
-                pool.run(batch, on_result)
-                batch = []
-        if batch:
-            pool.run(batch, on_result)
+        pool.run(seeds, send=lambda seed: seed, on_result=on_reply)  # lazily: --max-minutes stops early
     finally:
         pool.close()
         shutil.rmtree(cache_root, ignore_errors=True)

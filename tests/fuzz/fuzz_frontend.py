@@ -32,20 +32,20 @@ import argparse
 import collections
 import hashlib
 import json
-import multiprocessing as mp
-import os
 import random
 import re
 import sys
 import time
 import traceback
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+
+from workpool import WorkerPool  # noqa: E402
+
 CORPUS = HERE / "corpus"
 MAX_CHARS = 1_000_000  # longer mutants are skipped (they only measure pickling speed)
 
@@ -206,66 +206,6 @@ def worker(conn) -> None:
         conn.send(run_one(text, deep))
 
 
-class Runner:
-    def __init__(self, nworkers: int, timeout: float):
-        self.ctx = mp.get_context("spawn")
-        self.timeout = timeout
-        self.slots = [self._start() for _ in range(nworkers)]
-
-    def _start(self):
-        a, b = self.ctx.Pipe()
-        p = self.ctx.Process(target=worker, args=(b,), daemon=True)
-        p.start()
-        return {"p": p, "c": a, "job": None, "t0": 0.0}
-
-    def run(self, jobs, on_result) -> None:
-        it = iter(jobs)
-        live = True
-        while True:
-            for s in self.slots:
-                if s["job"] is None and live:
-                    try:
-                        s["job"] = next(it)
-                    except StopIteration:
-                        live = False
-                        break
-                    s["t0"] = time.time()
-                    s["c"].send((s["job"][1], s["job"][2]))
-            busy = [s for s in self.slots if s["job"] is not None]
-            if not busy:
-                return
-            ready = wait([s["c"] for s in busy], timeout=0.5)
-            for s in busy:
-                if s["c"] in ready:
-                    try:
-                        res = s["c"].recv()
-                    except EOFError:
-                        res = ("bad", "WorkerDied", f"worker died, exit code {s['p'].exitcode}", "")
-                        self._replace(s)
-                    on_result(s["job"], res, time.time() - s["t0"])
-                    s["job"] = None
-                elif time.time() - s["t0"] > self.timeout:
-                    on_result(s["job"], ("bad", "Timeout", f"no answer in {self.timeout} s", ""), self.timeout)
-                    self._replace(s)
-                    s["job"] = None
-
-    def _replace(self, s) -> None:
-        s["p"].kill()
-        s["p"].join()
-        f = self._start()
-        s.update(p=f["p"], c=f["c"])
-
-    def close(self) -> None:
-        for s in self.slots:
-            try:
-                s["c"].send(None)
-            except OSError:
-                pass
-            s["p"].join(timeout=5)
-            if s["p"].is_alive():
-                s["p"].kill()
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=10000)
@@ -329,9 +269,15 @@ def main(argv=None) -> int:
             print(f"{counts['inputs']} inputs, {dict(counts)}, {len(sigs)} signatures, "
                   f"{counts['inputs'] / (time.time() - started):.0f}/s", flush=True)
 
-    runner = Runner(args.workers, args.timeout)
+    def on_reply(job, res, failure, secs) -> None:
+        if failure is not None:
+            res = ("bad", "Timeout" if failure.startswith("no answer") else "WorkerDied", failure, "")
+            secs = min(secs, args.timeout)
+        on_result(job, res, secs)
+
+    runner = WorkerPool(worker, (), args.workers, args.timeout)
     try:
-        runner.run(jobs(), on_result)
+        runner.run(jobs(), send=lambda job: (job[1], job[2]), on_result=on_reply)
     finally:
         runner.close()
     if corpus:

@@ -550,17 +550,25 @@ class Gen:
                             Val(-a.val.arr(a.val.dtype), a.val.dtype, inexact=a.val.inexact))
         return self.call(depth, shape_ok, exact_only)
 
+    def operands(self, depth, shape_ok, exact_only):
+        """Two operands of one binary operation, or None: both constant, or shapes that do not broadcast."""
+        a = self.expr(depth - 1, shape_ok, exact_only)
+        b = self.expr(depth - 1, shape_ok, exact_only)
+        if a.val.const and b.val.const:
+            return None
+        try:
+            np.broadcast_shapes(shape_of(a.val), shape_of(b.val))
+        except ValueError:
+            return None
+        return a, b
+
     def binary(self, depth, shape_ok, exact_only) -> Node:
         r = self.r
         for _ in range(6):
-            a = self.expr(depth - 1, shape_ok, exact_only)
-            b = self.expr(depth - 1, shape_ok, exact_only)
-            if a.val.const and b.val.const:
+            pair = self.operands(depth, shape_ok, exact_only)
+            if pair is None:
                 continue
-            try:
-                np.broadcast_shapes(shape_of(a.val), shape_of(b.val))
-            except ValueError:
-                continue
+            a, b = pair
             t = promote([a.val.dtype, b.val.dtype])
             if t == "bool":
                 continue
@@ -622,14 +630,10 @@ class Gen:
     def compare(self, depth, shape_ok) -> Node:
         r = self.r
         for _ in range(6):
-            a = self.expr(depth - 1, shape_ok, True)
-            b = self.expr(depth - 1, shape_ok, True)
-            if a.val.const and b.val.const:
+            pair = self.operands(depth, shape_ok, True)
+            if pair is None:
                 continue
-            try:
-                np.broadcast_shapes(shape_of(a.val), shape_of(b.val))
-            except ValueError:
-                continue
+            a, b = pair
             op = r.choice(["==", "!=", "<", ">", "<=", ">="])
             t = promote([a.val.dtype, b.val.dtype])
             x, y = a.val.arr(t), b.val.arr(t)
