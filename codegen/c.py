@@ -247,10 +247,10 @@ class BodyPrinter:
             dargs = ", ".join(f"(double)({a})" for a in args)
             return f"pt_cvt_{d}({name}({dargs}))"
         h = _helper_dtype(d)
-        # Render each argument once: nested calls must stay linear in size.
+        # Render each argument once, and use helpers that take each once: nested calls must stay
+        # linear in size, not duplicate their operands' text.
         hargs = args if h == d else [f"(({ctype(h)})({a}))" for a in args]
         back = (lambda t: t) if h == d else (lambda t: f"(({ctype(d)}){t})")
-        # Helpers take each argument once: nested calls must not duplicate their text.
         if f == "abs":
             return back(f"pt_abs_{h}({hargs[0]})")
         if f == "max":
@@ -521,7 +521,7 @@ class AstPrinter:
                 nested.append(x)
             elif t == isl.ast_node_type.user:
                 calls.append(x.user_get_expr())
-            return True
+            return not nested  # an inner loop settles it: stop descending
         n.for_get_body().foreach_descendant_top_down(visit)
         if nested:
             return False

@@ -17,7 +17,6 @@ isl context options:
 """
 from __future__ import annotations
 
-import os
 import time
 from contextlib import contextmanager
 from typing import Dict, List, Optional
@@ -124,18 +123,16 @@ def _one_schedule(ctx: isl.Context, sc: isl.ScheduleConstraints, fusion: str, de
     tries = [fusion]
     if fusion == "smart":
         tries = (["smart"] if statements <= FIRST_TRY_STATEMENTS else []) + ["smart-outer"]
+    # (Without fork, with_deadline runs the first try here, unlimited, and it is the answer.)
     for k, option in enumerate(tries):
         left = deadline - time.monotonic()
-        if option == "none" or not hasattr(os, "fork") or left <= 0:
+        if option == "none" or left <= 0:
             break
         if k + 1 < len(tries):
             left = min(left, FIRST_TRY_SECONDS)
         text = with_deadline(lambda: _computed(ctx, sc, option), left)
         if text is not None:
             return isl.Schedule.read_from_str(ctx, text)
-    if not hasattr(os, "fork"):
-        with _isl_options(ctx, _OPTIONS[fusion]):
-            return sc.compute_schedule()  # no fork (Windows): no deadline either
     # isl's ILP can run for hours on some concrete sizes (embedding at N=31, K=7, D=15 with smart
     # fusion); serialising the strongly connected components keeps every schedule legal.  Even
     # that can run away (campaign seed 9805, max fusion); then the program's own order stands.

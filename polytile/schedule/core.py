@@ -34,7 +34,6 @@ for isl's YAML text.
 """
 from __future__ import annotations
 
-
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -309,9 +308,9 @@ class Schedule:
         """Raise :class:`IllegalSchedule` if any dependence or mark is violated; else self.
 
         With ``since`` (a schedule this one was derived from that passed ``check``, with the same
-        dependences), only
-        what can have changed is checked: dependences into or out of statements whose time map or
-        loop names changed, and marks that are new or whose loop now holds a changed statement.
+        dependences), only what can have changed is checked: dependences into or out of statements
+        whose time map or loop names changed, and marks that are new or whose loop now holds a
+        changed statement.
         A step that only marks a loop re-checks that mark alone; without this, each step of a long
         program re-checked all of it (quadratic in the number of statements).
 
@@ -330,7 +329,7 @@ class Schedule:
         deps = None
         if changed is not None:
             if not changed:
-                deps = isl.UnionMap.empty(self.deps.all(include_reductions=False).get_space())
+                deps = isl.UnionMap.empty(self.scop.domain.get_space())
             else:
                 dom = isl.UnionSet.empty(self.scop.domain.get_space())
                 for n in changed:
