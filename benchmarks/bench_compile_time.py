@@ -132,11 +132,11 @@ def _stages(err: str) -> Dict[str, float]:
 _PROFILE_CHILD = r"""
 import cProfile, io, json, pstats, sys
 import polytile
-text, n, top, build = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+text, n, top, build, dtype = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1", sys.argv[5]
 pr = cProfile.Profile()
 pr.enable()
 k = polytile.compile(text)
-k.specialize_shapes([(n, n), (n, n), (n,)], ["float32"] * 3, build=build)
+k.specialize_shapes([(n, n), (n, n), (n,)], [dtype] * 3, build=build)
 pr.disable()
 st = pstats.Stats(pr)
 st.sort_stats("cumulative")
@@ -149,7 +149,8 @@ print("@@PROFILE " + json.dumps({"rows": rows[:200], "total": max(r["cumtime"] f
 """
 
 
-def profile(statements: int, timeout: float, top: int, build: bool = False) -> Dict[str, Any]:
+def profile(statements: int, timeout: float, top: int, build: bool = False,
+            dtype: str = "float32") -> Dict[str, Any]:
     """cProfile of one specialisation in a fresh process; without ``build`` the C compiler is left out
     (its time is the ``build`` column of the table) so the rows are polytile's own Python."""
     text = program(statements)
@@ -157,7 +158,8 @@ def profile(statements: int, timeout: float, top: int, build: bool = False) -> D
         env = dict(os.environ, POLYTILE_CACHE_DIR=cache)
         env.pop("POLYTILE_CFLAGS", None)
         try:
-            p = subprocess.run([sys.executable, "-c", _PROFILE_CHILD, text, str(SHAPE_N), str(top), "1" if build else "0"],
+            p = subprocess.run([sys.executable, "-c", _PROFILE_CHILD, text, str(SHAPE_N), str(top), "1" if build else "0",
+                                dtype],
                                capture_output=True, text=True, env=env, timeout=timeout)
         except subprocess.TimeoutExpired:
             return {"status": "timeout"}
@@ -240,9 +242,10 @@ def main(argv=None) -> int:
     prof = None
     if args.profile:
         print(f"\n  .. profiling {args.profile} statements (default options)", file=sys.stderr, flush=True)
-        prof = profile(args.profile, max(args.timeout, 600.0), args.top, build=args.profile_build)
+        prof = profile(args.profile, max(args.timeout, 600.0), args.top, build=args.profile_build,
+                       dtype=args.dtype)
         if prof["status"] == "ok":
-            print(f"\ncProfile, {args.profile} statements, default options"
+            print(f"\ncProfile, {args.profile} statements, {args.dtype}, default options"
                   f"{'' if args.profile_build else ', without the C compiler (build=False)'}: top {args.top} by cumulative time "
                   f"(total {prof['total']:.1f} s)")
             rows = _interesting(prof["rows"], args.top)

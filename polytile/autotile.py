@@ -78,8 +78,24 @@ class Roles:
 
 
 def roles(s: Schedule, stmt: str) -> Optional[Roles]:
-    """Loop roles of a contraction statement, or None when the blocked form does not apply."""
-    st = s.scop.statement(s.resolve(stmt))
+    """Loop roles of a contraction statement, or None when the blocked form does not apply.
+
+    They depend only on the statement and its time map, so they are kept with the map (ranking a
+    statement's candidates asks for them thousands of times).
+    """
+    name = s.resolve(stmt)
+    ss = s.table[name]
+    memo = ss.__dict__.setdefault("_roles", {})
+    hit = memo.get(name)
+    if hit is not None and hit[0] is s.scop:
+        return hit[1]
+    r = _roles(s, name)
+    memo[name] = (s.scop, r)
+    return r
+
+
+def _roles(s: Schedule, stmt: str) -> Optional[Roles]:
+    st = s.scop.statement(stmt)
     if st.kind not in ("contract", "c") or st.body.reduce not in ("+", "*"):
         return None
     loops = s.loop_names(st.name)

@@ -23,7 +23,7 @@ must respect them everywhere else.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional
 
 import islpy as isl
 
@@ -41,9 +41,70 @@ class Dependences:
     reduction: isl.UnionMap
 
     def all(self, include_reductions: bool = True) -> isl.UnionMap:
-        """Union of RAW, WAR and WAW; without reduction dependences if asked."""
-        d = self.flow.union(self.anti).union(self.output)
-        return d if include_reductions else d.subtract(self.reduction)
+        """Union of RAW, WAR and WAW; without reduction dependences if asked (computed once each)."""
+        memo = self.__dict__.setdefault("_memo", {})
+        key = ("all", include_reductions)
+        if key not in memo:
+            d = self.flow.union(self.anti).union(self.output)
+            memo[key] = d if include_reductions else d.subtract(self.reduction)
+        return memo[key]
+
+    def among(self, relation: isl.UnionMap, statements) -> List[isl.Map]:
+        """The maps of ``relation`` whose source and sink are both among ``statements``.
+
+        ``relation`` is usually one of this object's (``flow``, ``reduction``, ``all(...)``): those
+        are indexed by source statement once, so asking about one loop nest of a long program costs
+        that nest alone.  Any other union map is scanned.
+
+        >>> # deps.among(deps.reduction, ["S0"]) -> [{ S0[i, j, k] -> S0[i, j, k'] : k' > k }]
+        """
+        names = dict.fromkeys(statements)
+        memo = self.__dict__.setdefault("_memo", {})
+        own = [self.flow, self.anti, self.output, self.flow_value, self.reduction,
+               *(v for k, v in memo.items() if k[0] == "all")]
+        if any(relation is r for r in own):
+            key = ("by-source", id(relation))
+            if key not in memo:
+                index: dict = {}
+                relation.foreach_map(
+                    lambda m: index.setdefault(m.get_tuple_name(isl.dim_type.in_), []).append(m))
+                memo[key] = (relation, index)  # the relation is kept so its id stays its own
+            index = memo[key][1]
+            maps = [m for n in names for m in index.get(n, ())]
+        else:
+            maps = []
+            relation.foreach_map(maps.append)
+            maps = [m for m in maps if m.get_tuple_name(isl.dim_type.in_) in names]
+        return [m for m in maps if m.get_tuple_name(isl.dim_type.out) in names]
+
+    def touching(self, statements, include_reductions: bool = True) -> isl.UnionMap:
+        """The dependences of :meth:`all` whose source or sink is one of ``statements``.
+
+        ``{ S[x] -> T[y] in all : S in statements or T in statements }``, from an index built once,
+        so a schedule step that moved a few statements of a long program pays for those alone.
+
+        >>> # deps.touching(["S3"]) -> { S2[i] -> S3[i]; S3[i] -> S4[i] } in a chain
+        """
+        memo = self.__dict__.setdefault("_memo", {})
+        key = ("index", include_reductions)
+        if key not in memo:
+            index: dict = {}
+
+            def add(m: isl.Map) -> None:
+                for end in {m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out)}:
+                    index.setdefault(end, []).append(m)
+
+            self.all(include_reductions).foreach_map(add)
+            memo[key] = index
+        index = memo[key]
+        out = isl.UnionMap.empty(self.flow.get_space())
+        seen: set = set()
+        for n in statements:
+            for m in index.get(n, ()):
+                if id(m) not in seen:
+                    seen.add(id(m))
+                    out = out.union(isl.UnionMap.from_map(m))
+        return out
 
     def describe(self) -> str:
         """isl text of every relation, one per line."""

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+import functools
 from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 import islpy as isl
@@ -168,7 +169,12 @@ class Schedule:
     # -- access ---------------------------------------------------------------
     @property
     def table(self) -> Dict[str, StmtSchedule]:
-        return dict(self.stmts)
+        """``{statement: StmtSchedule}`` (built once per schedule: read it, never change it)."""
+        t = self.__dict__.get("_table")
+        if t is None:
+            t = dict(self.stmts)
+            object.__setattr__(self, "_table", t)
+        return t
 
     @property
     def n_dims(self) -> int:
@@ -215,7 +221,29 @@ class Schedule:
     def group(self, stmt: str, dim: int) -> List[str]:
         """Statements sharing every loop of ``stmt`` outside ``dim`` (same β values before ``dim``)."""
         me = self.table[stmt]
-        return [name for name, ss in self.stmts if _share_loops(me, ss, dim)]
+        cands = self.stmts
+        top = me.constant(0) if dim > 0 and me.names[0] is None else None
+        if top is not None:
+            # Only statements with the same first β (or a loop there) can share ``stmt``'s loops:
+            # scanning that nest instead of the program keeps a step on a long program cheap.
+            cands = self._by_top().get(top, cands)
+        return [name for name, ss in cands if _share_loops(me, ss, dim)]
+
+    def _by_top(self) -> Dict[int, Tuple[Tuple[str, StmtSchedule], ...]]:
+        """``{β: statements whose time dimension 0 is that constant}``, program order; empty when some
+        statement has a loop or a non-constant at dimension 0 (then every group scans everything)."""
+        idx = self.__dict__.get("_top")
+        if idx is None:
+            buckets: Dict[int, List[Tuple[str, StmtSchedule]]] = {}
+            for name, ss in self.stmts:
+                v = ss.constant(0) if ss.names[0] is None else None
+                if v is None:
+                    buckets = {}
+                    break
+                buckets.setdefault(v, []).append((name, ss))
+            idx = {v: tuple(b) for v, b in buckets.items()}
+            object.__setattr__(self, "_top", idx)
+        return idx
 
     def nests(self, group: Optional[Sequence[str]] = None, dim: int = 0, *,
               loopless: bool = False) -> List[Tuple[List[str], int]]:
@@ -259,16 +287,30 @@ class Schedule:
         d = self.deps.all(include_reductions=False) if deps is None else deps
         if d.is_empty():
             return d
-        if deps is None:
-            theta = self.time_map()
-        else:  # only the statements the given dependences name
-            named: set = set()
-            d.foreach_map(lambda m: named.update((m.get_tuple_name(isl.dim_type.in_),
-                                                  m.get_tuple_name(isl.dim_type.out))))
-            theta = isl.UnionMap.empty(self.scop.domain.get_space())
-            for n, ss in self.stmts:
-                if n in named:
-                    theta = theta.union(isl.UnionMap.from_map(ss.map))
+        # Each dependence map S -> T on its own: { [θS(x)] -> [θT(y)] } and its differences.  One
+        # union-map composition would pair every dependence with every time map (quadratic in the
+        # program); most programs are legal and stop here.
+        table = self.table
+        suspects: List[isl.Map] = []
+
+        def test(m: isl.Map) -> None:
+            a = table.get(m.get_tuple_name(isl.dim_type.in_))
+            b = table.get(m.get_tuple_name(isl.dim_type.out))
+            if a is None or b is None or not _lex_positive(m.apply_domain(a.map).apply_range(b.map).deltas()):
+                suspects.append(m)
+
+        d.foreach_map(test)
+        if not suspects:
+            return isl.UnionMap.empty(d.get_space())
+        d = isl.UnionMap.empty(d.get_space())
+        named: set = set()
+        for m in suspects:
+            d = d.union(isl.UnionMap.from_map(m))
+            named.update((m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out)))
+        theta = isl.UnionMap.empty(self.scop.domain.get_space())
+        for n, ss in self.stmts:
+            if n in named:
+                theta = theta.union(isl.UnionMap.from_map(ss.map))
         # Fast path: map each dependence to its pair of time stamps and compare with
         # { [t] -> [t'] : t <lex t' } -- far cheaper than ordering all instance pairs.
         times = d.apply_domain(theta).apply_range(theta)
@@ -288,21 +330,34 @@ class Schedule:
         ordered = theta.lex_lt_union_map(theta)
         return d.subtract(ordered)
 
-    def carried(self, group: Sequence[str], dim: int, deps: isl.UnionMap) -> isl.UnionMap:
-        """Pairs of ``deps`` among ``group`` with equal time before ``dim`` and different at ``dim``."""
-        theta = isl.UnionMap.empty(self.scop.domain.get_space())
-        for name in group:
-            theta = theta.union(isl.UnionMap.from_map(self.table[name].map))
-        dom = theta.domain()
-        d = deps.intersect_domain(dom).intersect_range(dom)
-        if d.is_empty():
-            return d
-        n = self.n_dims
-        prefix = _project_range(theta, 0, dim, n)
-        at = _project_range(theta, dim, 1, n)
-        same_prefix = prefix.apply_range(prefix.reverse())
-        differ_at = at.apply_range(_neq_1d()).apply_range(at.reverse())
-        return d.intersect(same_prefix).intersect(differ_at)
+    def carried(self, group: Sequence[str], dim: int, deps: isl.UnionMap, *,
+                touching: Optional[FrozenSet[str]] = None) -> isl.UnionMap:
+        """Pairs of ``deps`` among ``group`` with equal time before ``dim`` and different at ``dim``.
+
+        Per dependence map ``S -> T``: ``R = { [t] -> [t'] : t = θS(x), t' = θT(y), (x -> y) in deps,
+        t_k = t'_k for k < dim, t_dim != t'_dim }``, and the pairs are ``deps ∩ θS⁻¹ ∘ R ∘ θT``
+        (the union-map form paired every member with every other: quadratic in a fused nest).
+        With ``touching``, only dependences with a source or sink among those statements.
+        """
+        table = self.table
+        out = isl.UnionMap.empty(deps.get_space())
+        inn, outd = isl.dim_type.in_, isl.dim_type.out
+        for m in self.deps.among(deps, group):
+            if touching is not None and m.get_tuple_name(inn) not in touching \
+                    and m.get_tuple_name(outd) not in touching:
+                continue
+            ta = table[m.get_tuple_name(inn)].map
+            tb = table[m.get_tuple_name(outd)].map
+            times = m.apply_domain(ta).apply_range(tb)
+            for k in range(dim):
+                times = times.equate(inn, k, outd, k)
+            if times.is_empty():
+                continue
+            differ = times.subtract(times.equate(inn, dim, outd, dim))
+            if differ.is_empty():
+                continue
+            out = out.union(isl.UnionMap.from_map(m.intersect(ta.apply_range(differ).apply_range(tb.reverse()))))
+        return out
 
     def check(self, what: str, since: Optional["Schedule"] = None) -> "Schedule":
         """Raise :class:`IllegalSchedule` if any dependence or mark is violated; else self.
@@ -331,24 +386,35 @@ class Schedule:
             if not changed:
                 deps = isl.UnionMap.empty(self.scop.domain.get_space())
             else:
-                dom = isl.UnionSet.empty(self.scop.domain.get_space())
-                for n in changed:
-                    dom = dom.union(isl.UnionSet.from_set(self.scop.statement(n).domain))
-                d = self.deps.all(include_reductions=False)
-                deps = d.intersect_domain(dom).union(d.intersect_range(dom))
+                deps = self.deps.touching(sorted(changed), include_reductions=False)
         viol = self.violations(deps)
         if not viol.is_empty():
             raise IllegalSchedule(self._explain(what, viol, "would run a dependence's sink before its source"))
         table = self.table
-        for stmt, loop, kind, arg in sorted(self.marks, key=str):
+        marks = self.marks
+        if changed is not None:
+            # New marks, and old ones on statements of the nests a changed statement is in (the only
+            # ones whose loops can now hold it); not every mark of the program at every step.
+            tops = self._by_top()
+            near = {table[c].constant(0) for c in changed}
+            if tops and None not in near:
+                nearby = {n for v in near for n, _ in tops.get(v, ())}
+                marks = {m for m in marks if m[0] in nearby or m not in since.marks}
+        done: set = set()  # (group, dim, kind, arg, only): one test per shared loop, not per member
+        for stmt, loop, kind, arg in sorted(marks, key=str):
+            only = None
             if changed is not None and (stmt, loop, kind, arg) in since.marks:
                 dim = self.loop_dim(stmt, loop)
                 if not any(_share_loops(table[stmt], table[c], dim) for c in changed):
                     continue
+                if stmt not in changed:
+                    # The loop passed before and its owner did not move: dependences between two
+                    # statements that did not move either are carried as before.
+                    only = frozenset(changed)
             if kind == SIMD:
                 self._check_innermost(what, stmt, loop)
             if kind in (PARALLEL, SIMD):
-                self._check_parallel(what, stmt, loop, kind, arg)
+                self._check_parallel(what, stmt, loop, kind, arg, only=only, done=done)
             elif kind == PACK:
                 self._check_pack(what, stmt, loop, arg)
         object.__setattr__(self, "_checked", True)  # not a field: ``with_`` copies do not inherit it
@@ -372,14 +438,21 @@ class Schedule:
             raise IllegalSchedule(f"{what} is illegal: array {array!r} is written inside loop {loop!r} "
                                   f"(by {', '.join(sorted(writers))}), so a packed copy of it would go stale")
 
-    def _check_parallel(self, what: str, stmt: str, loop: str, kind: str, arg) -> None:
+    def _check_parallel(self, what: str, stmt: str, loop: str, kind: str, arg, *,
+                        only: Optional[FrozenSet[str]] = None, done: Optional[set] = None) -> None:
+        """``loop`` carries no dependence it may not (with ``only``: none with an end in ``only``)."""
         dim = self.loop_dim(stmt, loop)
         group = self.group(stmt, dim)
+        if done is not None:
+            key = (tuple(group), dim, kind, bool(arg), only)
+            if key in done:
+                return
+            done.add(key)
         # A SIMD reduction keeps one partial accumulator per lane in registers; a
         # parallel one needs the target to give each thread a private copy.
         reduction_ok = bool(arg) and (kind == SIMD or (kind == PARALLEL and self.parallel_reductions))
         deps = self.deps.all(include_reductions=not reduction_ok)
-        carried = self.carried(group, dim, deps)
+        carried = self.carried(group, dim, deps, touching=only)
         if not carried.is_empty():
             red = self.carried(group, dim, self.deps.reduction)
             hint = ""
@@ -508,10 +581,20 @@ class Schedule:
             return text
         return ""
 
+    def _marks_of(self, group: Sequence[str]) -> List[Tuple[str, str, str, Any]]:
+        """The marks of ``group``'s statements (indexed once per schedule)."""
+        idx = self.__dict__.get("_marks_idx")
+        if idx is None:
+            idx = {}
+            for m in self.marks:
+                idx.setdefault(m[0], []).append(m)
+            object.__setattr__(self, "_marks_idx", idx)
+        return [m for g in dict.fromkeys(group) for m in idx.get(g, ())]
+
     def _marks_at(self, group: Sequence[str], dim: int) -> List[str]:
         found: Dict[str, Any] = {}
-        for stmt, loop, kind, arg in self.marks:
-            if stmt in group and self.table[stmt].names[dim] == loop:
+        for stmt, loop, kind, arg in self._marks_of(group):
+            if self.table[stmt].names[dim] == loop:
                 found[kind] = arg
         out = []
         if REGTILE in found:
@@ -546,8 +629,8 @@ class Schedule:
     def packs_at(self, group: Sequence[str], dim: int) -> List[Tuple[str, int, int]]:
         """``[(array, array dim, block), ...]`` packed at the start of each iteration of loop ``dim``."""
         found = {}
-        for stmt, loop, kind, arg in self.marks:
-            if kind == PACK and stmt in group and self.table[stmt].names[dim] == loop:
+        for stmt, loop, kind, arg in self._marks_of(group):
+            if kind == PACK and self.table[stmt].names[dim] == loop:
                 found[arg[0]] = (str(arg[0]), int(arg[1]), int(arg[2]))
         return [found[a] for a in sorted(found)]
 
@@ -694,14 +777,15 @@ def map_sample(m: isl.Map) -> Tuple[List[int], List[int]]:
 
 
 def _project_range(um: isl.UnionMap, first: int, count: int, n: int) -> isl.UnionMap:
+    """``um`` followed by ``{ [t0, ..., t(n-1)] -> [t_first, ..., t_(first+count-1)] }``."""
+    return um.apply_range(_projection(first, count, n))
+
+
+@functools.lru_cache(maxsize=256)
+def _projection(first: int, count: int, n: int) -> isl.UnionMap:
+    # Parsed once per shape: isl objects are immutable values, and every Scop uses the default context.
     names = [f"t{d}" for d in range(n)]
-    keep = names[first:first + count]
-    proj = isl.UnionMap(f"{{ [{', '.join(names)}] -> [{', '.join(keep)}] }}")
-    return um.apply_range(proj)
-
-
-def _neq_1d() -> isl.UnionMap:
-    return isl.UnionMap("{ [a] -> [b] : a < b or a > b }")
+    return isl.UnionMap(f"{{ [{', '.join(names)}] -> [{', '.join(names[first:first + count])}] }}")
 
 
 def _time_of(m: isl.Map, point: Sequence[int]) -> List[int]:
@@ -726,17 +810,19 @@ def _all_lex_positive(deltas: isl.UnionSet) -> bool:
     """
     sets: List[isl.Set] = []
     deltas.foreach_set(sets.append)
-    for rest in sets:
-        ctx = rest.get_ctx()
-        for k in range(rest.dim(isl.dim_type.set)):
-            if rest.is_empty():
-                break
-            if not rest.upper_bound_val(isl.dim_type.set, k, isl.Val.int_from_si(ctx, -1)).is_empty():
-                return False
-            rest = rest.fix_val(isl.dim_type.set, k, isl.Val.zero(ctx))
-        if not rest.is_empty():
+    return all(_lex_positive(rest) for rest in sets)
+
+
+def _lex_positive(rest: isl.Set) -> bool:
+    """:func:`_all_lex_positive` of one set."""
+    ctx = rest.get_ctx()
+    for k in range(rest.dim(isl.dim_type.set)):
+        if rest.is_empty():
+            break
+        if not rest.upper_bound_val(isl.dim_type.set, k, isl.Val.int_from_si(ctx, -1)).is_empty():
             return False
-    return True
+        rest = rest.fix_val(isl.dim_type.set, k, isl.Val.zero(ctx))
+    return rest.is_empty()
 
 
 def range_map(n_in: int, outputs: Sequence[str], names: Optional[Sequence[str]] = None) -> isl.Map:

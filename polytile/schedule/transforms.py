@@ -160,8 +160,17 @@ def _strip(s: Schedule, st: str, loops: Sequence[Tuple[str, int]], suffix: str, 
                               for g in group for d in range(p - need, p)) \
         and s.group(st, p - need) == group
     keep = p - need if reuse else p
-    outs = t[:keep] + ins + t[p:]
-    others = None if reuse else t[:p] + ["0", "0"] * len(dims) + t[p:]
+    # Otherwise use the group's trailing fillers (constant 0, no loop: left by deeper nests elsewhere)
+    # and append only what is still missing, at the end of every other statement: they are separated
+    # from the group before ``p`` and keep their loops' positions, so a long program's time vectors
+    # grow to its deepest nest instead of by every tiling (each isl operation grows with them).
+    free = 0 if reuse else min(_trailing_free(table[g], p) for g in group)
+    free = min(free, need)
+    free -= free % 2  # whole (loop, β) pairs: the 2d+1 alternation stays
+    end = n - free
+    outs = t[:keep] + ins + t[p:end]
+    extra = 0 if reuse else need - free
+    others = t + ["0"] * extra if extra else None
 
     def names(_, ss):
         new: List[Optional[str]] = []
@@ -173,12 +182,22 @@ def _strip(s: Schedule, st: str, loops: Sequence[Tuple[str, int]], suffix: str, 
             for d, _size in dims:
                 if rest[d]:
                     rest[d] = _fresh(rest + new, f"{rest[d]}{inner_suffix}")
-        return rest[:keep] + new + rest[p:]
+        return rest[:keep] + new + rest[p:end]
 
     def other_names(_, ss):
-        return list(ss.names[:p]) + [None, None] * len(dims) + list(ss.names[p:])
+        return list(ss.names) + [None] * extra
 
     return _apply(s, group, outs, names, others, other_names if others else None)
+
+
+def _trailing_free(ss: StmtSchedule, start: int) -> int:
+    """How many of the last time dimensions (at or after ``start``) are constant 0 and no loop."""
+    k = 0
+    for d in range(len(ss.names) - 1, start - 1, -1):
+        if ss.names[d] is not None or ss.constant(d) != 0:
+            break
+        k += 1
+    return k
 
 
 def tile(s: Schedule, stmt: str, sizes: Union[Mapping[str, Union[int, Sequence[int]]], None] = None, **kw) -> Schedule:
@@ -331,7 +350,8 @@ def fuse(s: Schedule, a: str, b: str, depth: Optional[int] = None, *, before: bo
         # Not enough time dimensions after the shared loops: pad everyone with zeros.
         t = _t(n)
         extra = need - n
-        cur = s.with_(stmts=_apply(s, [x for x, _ in s.stmts], t + ["0"] * extra,
+        # Appending constants keeps everyone's order: only ``b`` is re-checked.
+        cur = s.with_(stmts=_apply(s, [], t, None, t + ["0"] * extra,
                                    lambda _, ss: list(ss.names) + [None] * extra))
         n = need
     siblings = [g for g in cur.group(sa, inner) if g != sb]
