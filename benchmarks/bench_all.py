@@ -471,7 +471,7 @@ def run_workload(w: Workload, script: Path, workers: List[Worker], args, say, tm
     pt = local("polytile", default)
     rec["polytile_schedule"] = _kernel_info(default, arrays)
     if w.fusion_report:
-        from polytile.schedule import contracted_bytes, traffic_saved
+        from polytile.scheduling import contracted_bytes, traffic_saved
 
         sched = default.specialize(*arrays).schedule
         rec["fusion"] = {"contracted_bytes": contracted_bytes(sched), "traffic_saved_bytes": traffic_saved(sched)}

@@ -11,7 +11,7 @@ baseline is numpy doing the same with one temporary and in-place epilogue::
 
 Besides the timing table it prints the default schedule (``describe()``) and
 what it keeps out of memory: the arrays contracted by fusion
-(``polytile.schedule.contracted_bytes``) and the memory traffic that saves
+(``polytile.scheduling.contracted_bytes``) and the memory traffic that saves
 (``traffic_saved``: one write and one read of each).  GFLOP/s count the
 matmul's 2·M·N·K only.  Must reach numpy / polytile >= 0.8x.  Method:
 ``bench_all.py``'s docstring.  Writes ``benchmarks/results/cpu_fused.json``.

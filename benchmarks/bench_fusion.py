@@ -21,7 +21,7 @@ interpreter, then timed on the same inputs):
   components; max: as much as it can) + auto_parallel;
 * ``fuse-explicit`` (conv only)  program order with the accumulator's
   initialisation and the relu fused into the convolution's output loops
-  (polytile.schedule.fuse), so ``C`` lives in a scalar.
+  (polytile.scheduling.fuse), so ``C`` lives in a scalar.
 
 isl's ``smart`` fusion is left out for conv+relu+pool by default: isl's
 scheduler takes minutes on it even at small sizes (``--conv-smart`` adds it).
@@ -29,7 +29,7 @@ scheduler takes minutes on it even at small sizes (``--conv-smart`` adds it).
 For each fused schedule the table gives the runtime ratio to the unfused one
 (unfused median / fused median: > 1 means fusion won) and the intermediate
 bytes it avoids: the arrays contracted to scalars
-(``polytile.schedule.contracted_bytes``) and the memory traffic that saves,
+(``polytile.scheduling.contracted_bytes``) and the memory traffic that saves,
 at least one write and one read of each (``traffic_saved``).
 
 Writes ``benchmarks/results/fusion.json``.
@@ -57,7 +57,7 @@ def explicit_conv_fusion(dims: str):
     extent 1, e.g. N=1, is not a loop), so the steps are built per size.
     """
     from polytile import pipeline
-    from polytile.schedule import auto_parallel
+    from polytile.scheduling import auto_parallel
 
     s = pipeline.schedule(CONV_RELU_POOL, dims=dims, parallel=False)
     depth = len(s.loop_names("Z0"))

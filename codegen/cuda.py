@@ -1,8 +1,8 @@
 """CUDA backend: one ``__global__`` kernel per top-level loop nest, and its CPU emulation.
 
 Input: a Scop, a legal :class:`~polytile.schedule.Schedule` and the
-:class:`~polytile.schedule.gpu.GpuMapping` of each nest (from
-:func:`polytile.schedule.gpu.map_schedule`).  Every kernel body is the same
+:class:`~polytile.scheduling.gpu.GpuMapping` of each nest (from
+:func:`polytile.scheduling.gpu.map_schedule`).  Every kernel body is the same
 text in both outputs:
 
 * the *grid prologue*: per grid axis (z outermost, x innermost) the block
@@ -29,14 +29,14 @@ mapping that let two threads depend on each other would show up as a wrong
 result against the oracle.
 
 Shared memory: a mapping may carry a promotion plan
-(:class:`~polytile.schedule.gpu.SharedPlan`, chosen by the GPU cost model or
+(:class:`~polytile.scheduling.gpu.SharedPlan`, chosen by the GPU cost model or
 requested with ``shared=True``).  Its kernel loops over the reduction steps;
 per step the block loads every tile cooperatively (base offsets from isl's
 footprint, cells outside the array skipped), ``__syncthreads()``, computes
 isl's AST of the statement restricted to the step reading the tiles, and
 synchronises again before the next step overwrites them.  The emulation runs
 such a kernel per block, each phase between barriers for all threads of the
-block.  Host loops (:class:`~polytile.schedule.gpu.HostLoop`) become C loops
+block.  Host loops (:class:`~polytile.scheduling.gpu.HostLoop`) become C loops
 around the launches, their values passed to the kernels.
 """
 from __future__ import annotations
@@ -50,8 +50,8 @@ import islpy as isl
 from polytile.errors import InternalError
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop
-from polytile.schedule.core import Schedule
-from polytile.schedule.gpu import (AXES, GpuMapping, OutOfResources, SharedPlan, SharedTile, launch_tree,
+from polytile.scheduling.core import Schedule
+from polytile.scheduling.gpu import (AXES, GpuMapping, OutOfResources, SharedPlan, SharedTile, launch_tree,
                                    promotion_plan, reduction_extents)
 
 from .c import PRELUDE, AstPrinter, BodyPrinter, KernelSource, _param_decl, _param_type, ctype
@@ -398,7 +398,7 @@ def generate_emulated(scop: Scop, schedule: Schedule, mappings: Sequence[GpuMapp
 
 
 # ---------------------------------------------------------------------------
-# Shared-memory promotion (the plan: polytile.schedule.gpu.promotion_plan)
+# Shared-memory promotion (the plan: polytile.scheduling.gpu.promotion_plan)
 # ---------------------------------------------------------------------------
 
 
@@ -410,7 +410,7 @@ def shared_plan(scop: Scop, schedule: Schedule, m: GpuMapping, *, shared_bytes: 
 
     The innermost reduction loop in steps of ``tk`` (default: the block's x
     size), outer reduction loops one at a time, unless ``steps`` gives them;
-    see :func:`polytile.schedule.gpu.promotion_plan`.  A plan needing more
+    see :func:`polytile.scheduling.gpu.promotion_plan`.  A plan needing more
     than ``shared_bytes`` is reported as a reason, not raised.
     """
     if steps is None and tk is not None:

@@ -1,6 +1,6 @@
 """Packing: copy an operand's tile footprint into a contiguous, blocked buffer.
 
-A ``pack A D BLOCK`` mark (see :func:`polytile.schedule.transforms.pack`) sits
+A ``pack A D BLOCK`` mark (see :func:`polytile.scheduling.transforms.pack`) sits
 just inside a loop.  While isl builds the AST, :func:`footprint_hook` computes
 the mark's footprint: with ``T`` the build's outer schedule (the iterators
 ``c0..cL`` fixed at the mark) and ``R`` the reads of ``A``,

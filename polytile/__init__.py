@@ -14,6 +14,32 @@ from .errors import (  # noqa: E402
 )
 
 
+def reference(program, *arrays, **named):
+    """Run the numpy oracle on a Tile program (text, path or parsed): its outputs.
+
+    >>> import numpy as np, polytile
+    >>> polytile.reference("function (A[N]) -> (B) { B = A * 2; }", np.arange(3.0))
+    array([0., 2., 4.])
+    """
+    from . import pipeline
+
+    return pipeline.reference(program, *arrays, **named)
+
+
+def schedule(program, *args, **kwargs):
+    """The schedule :func:`compile` would use for ``program`` at the given shapes (see
+    :func:`polytile.pipeline.schedule` for every option); transform it and pass it back as ``schedule=``.
+
+    >>> import polytile
+    >>> s = polytile.schedule("function (A[N]) -> (B) { B = A * 2; }", dims="N=8")
+    >>> s.loop_names("B")
+    ['i0']
+    """
+    from . import pipeline
+
+    return pipeline.schedule(program, *args, **kwargs)
+
+
 def __getattr__(name):
     # The pipeline pulls in islpy, cgen and the frontends; import it on first use
     # so that `import polytile` (and `polytile --help`) stay fast.
@@ -24,11 +50,6 @@ def __getattr__(name):
         from .copt import optimize_c
         return optimize_c
     if name in ("compare", "tune", "hardware", "autotile", "cost"):
-        import importlib
-
-        return importlib.import_module(f"{__name__}.{name}")
-    if name in ("reference", "schedule"):
-        # Both a module and an API call (the module makes itself callable).
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

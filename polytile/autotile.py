@@ -30,8 +30,8 @@ import numpy as np
 from .errors import PolytileError, ScheduleError
 from .hardware import CPUDescriptor
 from .poly import body as B
-from .schedule import Schedule
-from .schedule.core import _value_range
+from .scheduling import Schedule
+from .scheduling.core import _value_range
 
 ORDERS = ("jki", "kji", "ijk", "jik", "kij", "ikj")  # order of the cache-tile loops, outermost first
 

@@ -644,10 +644,10 @@ def cmd_run(args) -> int:
     rows = [["output", "shape", "dtype"]]
     checks: List[Check] = []
     if args.check:
-        from . import reference
+        from . import interpreter
 
         rows[0] += ["max_abs_err", "tolerance", "check"]
-        ref = reference.run(target.program, *arrays)
+        ref = interpreter.run(target.program, *arrays)
         refs = ref if isinstance(ref, tuple) else (ref,)
         checks = [check_output(n, g, w) for n, g, w in zip(names, outs, refs)]
     for k, (name, out) in enumerate(zip(names, outs)):
@@ -928,7 +928,7 @@ def _deps_c(args) -> int:
 
 
 def _contraction_lines(schedule) -> List[str]:
-    from .schedule import contracted_bytes, traffic_saved
+    from .scheduling import contracted_bytes, traffic_saved
 
     arrays = contracted_bytes(schedule)
     if not arrays:

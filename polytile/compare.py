@@ -301,7 +301,7 @@ def base_steps(fusion: Optional[str] = None, parallel: bool = True):
     that step lists are applied to.  (``polytile.compile``'s own default may
     add more, e.g. autotiling; the :func:`default` candidate is that.)
     """
-    from .schedule import Step
+    from .scheduling import Step
 
     base = Step.make("base", kind="isl", fusion=fusion) if fusion else Step.make("base", kind="original")
     return (base, Step.make("auto_parallel")) if parallel else (base,)
@@ -612,8 +612,8 @@ def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, 
     ``progress`` receives a line before each candidate's slow parts.
     """
     from . import pipeline
-    from . import reference as reference_mod
-    from .schedule import contracted_bytes, traffic_saved
+    from . import interpreter as reference_mod
+    from .scheduling import contracted_bytes, traffic_saved
 
     if repeat < 1 or warmup < 0:
         raise PolytileError(f"repeat must be >= 1 and warmup >= 0 (got repeat={repeat}, warmup={warmup})")

@@ -52,13 +52,13 @@ from .deadline import with_deadline
 from .errors import IllegalSchedule, PolytileError, ScheduleError
 from .frontends.c import CScop, extract, splice
 from .poly.scop import Scop
-from .schedule import FUSION, PARALLEL, SIMD, Schedule, Step, auto_parallel, automatic, initial
-from .schedule import distribute as distribute_step
-from .schedule import fuse as fuse_step
-from .schedule import reorder as reorder_step
-from .schedule import skew as skew_step
-from .schedule import tile as tile_step
-from .schedule import vectorize as vectorize_step
+from .scheduling import FUSION, PARALLEL, SIMD, Schedule, Step, auto_parallel, automatic, initial
+from .scheduling import distribute as distribute_step
+from .scheduling import fuse as fuse_step
+from .scheduling import reorder as reorder_step
+from .scheduling import skew as skew_step
+from .scheduling import tile as tile_step
+from .scheduling import vectorize as vectorize_step
 
 #: Bytes per element assumed for footprints when an array's dtype is unknown.
 _DEFAULT_ELEMENT = 8

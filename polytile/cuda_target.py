@@ -24,15 +24,15 @@ import numpy as np
 from . import deps as deps_mod
 from . import gpucost
 from . import pipeline, runtime, sema
-from . import schedule as sched_mod
+from . import scheduling as sched_mod
 from .codegen import cuda as cuda_codegen
 from .codegen.c import KernelSource
 from .config import get_config
 from .errors import PolytileError
 from .poly.scop import Scop
 from .poly.tile import lower as lower_to_scop
-from .schedule import Schedule
-from .schedule.gpu import (GpuLimits, GpuMapping, OutOfResources, describe as describe_mappings, map_schedule,
+from .scheduling import Schedule
+from .scheduling.gpu import (GpuLimits, GpuMapping, OutOfResources, describe as describe_mappings, map_schedule,
                            promotion_plan, reduction_extents)
 
 

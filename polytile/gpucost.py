@@ -16,7 +16,7 @@ descriptor's ``shared_memory_per_sm - shared_memory_per_block``: 1 KiB on
 sm_90, out of ``shared_memory_per_sm``).  Occupancy is resident warps over
 ``max_threads_per_sm / warp``.  A block needing more threads, registers per
 thread or shared memory per block than allowed raises
-:class:`~polytile.schedule.gpu.OutOfResources`.
+:class:`~polytile.scheduling.gpu.OutOfResources`.
 
 Registers (:func:`registers`) are estimated from the mapping: a fixed
 :data:`REG_BASE` (indices, bounds, the block/thread decode), two per array
@@ -48,7 +48,7 @@ instances are the active lanes ``λ``, so ``N_S / λ`` warp-instructions run.
   with reuse is pessimistic, which is the point of promoting; the output of a
   reduction once per thread (read and written: its accumulator lives in a
   register); a promoted array once per block and step: its tile (isl's
-  footprint, :func:`~polytile.schedule.gpu.promotion_plan`) rounded up to
+  footprint, :func:`~polytile.scheduling.gpu.promotion_plan`) rounded up to
   sectors per row, plus the stores into shared memory as wavefronts.
 
 Time
@@ -77,8 +77,8 @@ import islpy as isl
 
 from .cost import ops_per_instance
 from .poly import body as B
-from .schedule.core import Schedule
-from .schedule.gpu import (GpuLimits, GpuMapping, OutOfResources, SharedPlan, describe as describe_mappings,
+from .scheduling.core import Schedule
+from .scheduling.gpu import (GpuLimits, GpuMapping, OutOfResources, SharedPlan, describe as describe_mappings,
                            kernel_slots, map_slot, promotion_plan, reduction_extents, step_candidates)
 
 #: Registers are allocated per warp in units of 256 (occupancy calculator, compute capability 5.0 to 9.0).
@@ -434,7 +434,7 @@ def choose(scop, s: Schedule, hw: Any, limits: Optional[GpuLimits] = None, *,
     Candidates: every block size in ``threads`` up to the descriptor's
     ``max_threads_per_block``; for one-statement reduction kernels, no
     promotion and every order-preserving step box of
-    :func:`~polytile.schedule.gpu.step_candidates` with its promoted tiles.
+    :func:`~polytile.scheduling.gpu.step_candidates` with its promoted tiles.
     A candidate whose tiles exceed ``shared_memory_per_block`` or whose block
     does not fit an SM is rejected (listed in :attr:`Choice.rejected`).  Ties
     go to less global traffic, then fewer reduction steps (barriers), higher

@@ -23,15 +23,15 @@ import numpy as np
 
 from . import deps as deps_mod
 from . import desugar, ir, sema
-from . import reference as reference_mod
+from . import interpreter as reference_mod
 from .config import debug_log, get_config
 from .errors import PolytileError, ShapeError, recursion_room, TileSyntaxError
 from .memory import too_large
 from .frontends.tile import parse, parse_file
 from .poly.scop import Scop
 from .poly.tile import lower as lower_to_scop
-from . import schedule as sched_mod
-from .schedule import Schedule, Step
+from . import scheduling as sched_mod
+from .scheduling import Schedule, Step
 from .codegen.c import KernelSource, generate as generate_c
 from . import runtime
 

@@ -78,12 +78,12 @@ import numpy as np
 from . import __version__
 from . import autotile, pipeline
 from . import hardware as hardware_mod
-from . import reference as reference_mod
+from . import interpreter as reference_mod
 from .autotile import TileConfig
 from .cliargs import arg_type, nonnegative_int, positive_int
 from .config import debug_log, get_config
 from .errors import PolytileError
-from .schedule import Schedule, Step
+from .scheduling import Schedule, Step
 
 __all__ = ["Trial", "TuneResult", "TuneStats", "TuneInterrupted", "stats", "tune", "cache_path", "parse_budget",
            "add_arguments", "main_tune", "SOURCES"]

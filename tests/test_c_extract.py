@@ -28,7 +28,7 @@ from polytile.codegen.c import generate_region
 from polytile.errors import PolytileError
 from polytile.frontends.c import CFrontendError, CScop, extract, show, splice
 from polytile.frontends.c import source as source_mod
-from polytile.schedule import auto_parallel, automatic, initial
+from polytile.scheduling import auto_parallel, automatic, initial
 
 KERNELS = Path(__file__).resolve().parent / "c_kernels"
 CC = shutil.which("cc") or shutil.which("gcc")

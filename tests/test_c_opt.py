@@ -182,7 +182,7 @@ def test_no_tile_no_parallel():
 def test_illegal_tilings_are_refused_and_reported(optimised):
     from polytile import deps as deps_mod
     from polytile.copt import tile_bands
-    from polytile.schedule import initial
+    from polytile.scheduling import initial
 
     # floyd-warshall in its original order: k carries everything, so no band of k with i, j tiles;
     # each refusal is noted and the band retried one loop shallower, down to no tiling.
@@ -311,7 +311,7 @@ def test_time_tiled_stencil_vector_loops_are_guard_free_single_statements(kernel
 def test_unit_stride_dim_sees_through_skewing():
     from polytile import deps as deps_mod
     from polytile.copt import unit_stride_dim, vectorisable
-    from polytile.schedule import automatic
+    from polytile.scheduling import automatic
 
     scop = extract(KERNELS / "jacobi-2d.c")[0].scop
     s = automatic(scop, deps_mod.compute(scop), "smart")

@@ -26,7 +26,7 @@ from polytile.copt import optimize_c, optimize_regions
 from polytile.crun import close_difference
 from polytile.errors import IllegalSchedule
 from polytile.frontends.c import extract
-from polytile.schedule import initial, vectorize
+from polytile.scheduling import initial, vectorize
 
 from test_c_opt import KERNELS, compile_so, needs_cc
 

@@ -140,7 +140,7 @@ def test_run_shape_option_for_an_any_rank_input(capsys):
 
 
 def test_run_fail_exits_1(capsys, monkeypatch):
-    from polytile import reference
+    from polytile import interpreter as reference
 
     real = reference.run
 
@@ -682,7 +682,7 @@ def test_compare_reports_an_illegal_schedule_without_running_it(capsys, tmp_path
 
 
 def test_compare_mismatch_exits_1(capsys, monkeypatch):
-    from polytile import reference
+    from polytile import interpreter as reference
 
     real = reference.run
     monkeypatch.setattr(reference, "run", lambda program, *arrays: real(program, *arrays) + 1)

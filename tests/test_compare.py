@@ -16,7 +16,7 @@ import pytest
 from polytile import compare as cmp
 from polytile import pipeline
 from polytile.errors import PolytileError
-from polytile.schedule import Step
+from polytile.scheduling import Step
 
 ROOT = Path(__file__).resolve().parents[1]
 MATMUL = ROOT / "examples" / "matmul.tile"
@@ -85,7 +85,7 @@ def test_integer_dtype_is_exact_and_float_tolerance_is_stated():
 
 
 def test_mismatch_is_reported(monkeypatch):
-    from polytile import reference
+    from polytile import interpreter as reference
 
     real = reference.run
     monkeypatch.setattr(reference, "run", lambda p, *a: real(p, *a) * 2 + 1)

@@ -15,7 +15,7 @@ import pytest
 
 import polytile
 from polytile.frontends.c import extract
-from polytile.schedule import auto
+from polytile.scheduling import auto
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from bench_compile_time import program  # noqa: E402

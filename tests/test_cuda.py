@@ -1,6 +1,6 @@
 """The CUDA target: GPU mapping, CUDA source built by nvcc, and the CPU emulation checked against the oracle.
 
-* Mapping (``polytile.schedule.gpu``): the band of dependence-free loops is
+* Mapping (``polytile.scheduling.gpu``): the band of dependence-free loops is
   mapped, x on the output's unit-stride loop, blocks within the hardware
   limits, reductions sequential in the thread; matmul and conv2d pinned.
 * Emulation: every example, at every ``// dims:`` line, run through the
@@ -323,7 +323,7 @@ def test_row_scan_maps_rows_only(kw):
 def test_emulation_catches_an_illegal_mapping():
     """Mapping the carried loop j onto threads: the reverse-order emulation gives wrong sums."""
     from polytile.cuda_target import compile_scop_cuda
-    from polytile.schedule.gpu import GpuMapping, GridAxis, MappedLoop
+    from polytile.scheduling.gpu import GpuMapping, GridAxis, MappedLoop
 
     scop = _row_scan()
     good = compile_scop_cuda(scop, emulate=True).mappings[0]
@@ -371,7 +371,7 @@ def test_host_loop_order_matters():
     """Running the host loop's sweeps as one kernel each over all t (no host loop) would be wrong:
     the emulation of that mapping differs from the Scop's execution."""
     from polytile.cuda_target import compile_scop_cuda
-    from polytile.schedule.gpu import GpuMapping
+    from polytile.scheduling.gpu import GpuMapping
 
     scop = _jacobi1d()
     good = compile_scop_cuda(scop, emulate=True).mappings

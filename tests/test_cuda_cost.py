@@ -22,7 +22,7 @@ from polytile import gpucost, hardware
 from polytile.config import get_config
 from polytile.cuda_target import _mappings, _specialize, compile_cuda, cuda_source, ptxas_registers
 from polytile.errors import PolytileError
-from polytile.schedule.gpu import OutOfResources, promotion_plan, reduction_extents, step_candidates
+from polytile.scheduling.gpu import OutOfResources, promotion_plan, reduction_extents, step_candidates
 
 H100 = hardware.load("nvidia-h100")
 H200 = hardware.load("nvidia-h200")

@@ -32,7 +32,7 @@ import pytest
 import polytile
 from polytile import IllegalSchedule, PolytileError, pipeline
 from polytile import deps as deps_mod
-from polytile import schedule as S
+from polytile import scheduling as S
 from polytile.poly.from_isl import execute, scop_from_isl
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

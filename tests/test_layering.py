@@ -41,12 +41,12 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("desugar", ("polytile.desugar",), ("ir", "errors")),
     # Semantic checks and binding; elemwise is their typed evaluator.
     ("sema", ("polytile.sema", "polytile.elemwise"), ("ir", "errors", "desugar", "dtypes")),
-    ("reference", ("polytile.reference",), ("ir", "errors", "sema", "desugar", "dtypes", "memory")),
+    ("interpreter", ("polytile.interpreter",), ("ir", "errors", "sema", "desugar", "dtypes", "memory")),
     ("poly", ("polytile.poly",), ("ir", "errors", "sema", "names", "desugar", "dtypes")),
     ("deps", ("polytile.deps",), ("poly", "errors")),
     # The C frontend reads C straight into Scops (its statements keep their C text).
     ("cfrontend", ("polytile.frontends.c",), ("poly", "errors", "names", "ir")),
-    ("schedule", ("polytile.schedule",), ("poly", "deps", "errors", "deadline")),
+    ("schedule", ("polytile.scheduling",), ("poly", "deps", "errors", "deadline")),
     # The cost model and the blocked-schedule space use each other (autotile ranks with
     # the model, the model reads tile configurations): one stage.
     ("cost", ("polytile.cost", "polytile.autotile", "polytile.gpucost"),
@@ -65,11 +65,6 @@ EXEMPT = frozenset({"polytile", "polytile.pipeline", "polytile.cli", "polytile._
                     "polytile.copt",
                     # Builds C files (runtime) and calls their functions on opt variants (copt, frontends.c).
                     "polytile.crun"})
-
-#: API facades: ``polytile.reference(...)`` and ``polytile.schedule(...)`` are
-#: documented calls whose module is also a stage; each module's ``__call__``
-#: reaches the pipeline lazily.  Exactly these (module, target) imports are allowed.
-FACADES = frozenset({("polytile.reference", "polytile.pipeline"), ("polytile.schedule", "polytile.pipeline")})
 
 #: What importing the bare root package amounts to (see the module docstring).
 ROOT_PACKAGE_STAGE = "errors"
@@ -180,8 +175,6 @@ def violations(module: str, path: Path) -> List[str]:
     allowed = {stage} | set(next(deps for s, _, deps in STAGES if s == stage))
     bad = []
     for target, line in imports_of(module, path):
-        if (module, target) in FACADES:
-            continue
         t_stage = stage_of(target)
         if t_stage is None:
             owner = "a wiring module" if target in EXEMPT else "no stage"
@@ -207,9 +200,9 @@ def test_violations_are_reported(tmp_path):
     f.write_text("import polytile\nfrom polytile.errors import PolytileError\n")
     assert violations("polytile.runtime.cache", f) == []
     assert violations("polytile.deps", tmp_path / "sema.py") == []
-    f.write_text("from .reference import run\n")  # polytile.poly.reference: same stage
+    f.write_text("from .interpreter import run\n")  # would be polytile.poly.interpreter: same stage
     assert violations("polytile.poly.tile", f) == []
-    f.write_text("from ..reference import run\n")  # the oracle: not for the compiler
+    f.write_text("from ..interpreter import run\n")  # the oracle: not for the compiler
     assert len(violations("polytile.poly.tile", f)) == 1
 
 

@@ -16,7 +16,7 @@ import zlib
 import numpy as np
 import pytest
 
-from polytile import reference
+from polytile import interpreter as reference
 from polytile.frontends import tile
 
 try:

@@ -25,7 +25,7 @@ import pytest
 
 import polytile
 from polytile import IllegalSchedule, pipeline
-from polytile import schedule as S
+from polytile import scheduling as S
 from polytile.poly.from_isl import execute, scop_from_isl
 
 from numpy_programs import INEXACT, TOLERANCE, example_cases, example_paths, make_inputs

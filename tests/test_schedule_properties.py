@@ -39,7 +39,7 @@ from hypothesis import strategies as st  # noqa: E402
 import polytile  # noqa: E402
 from polytile import IllegalSchedule, ScheduleError, pipeline  # noqa: E402
 from polytile import deps as deps_mod  # noqa: E402
-from polytile import schedule as S  # noqa: E402
+from polytile import scheduling as S  # noqa: E402
 from polytile.poly.from_isl import execute, scop_from_isl  # noqa: E402
 
 from numpy_programs import example_cases, example_paths  # noqa: E402

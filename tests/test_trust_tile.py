@@ -123,7 +123,7 @@ def test_smart_fusion_never_runs_for_minutes(monkeypatch):
     # past its budget the schedule falls back to fusion "none" (found by tests/fuzz/sanitize.py).
     import time
 
-    from polytile.schedule import auto
+    from polytile.scheduling import auto
 
     monkeypatch.setattr(auto, "SCHEDULER_SECONDS", 2.0)
     k = polytile.compile("examples/embedding.tile", fusion="smart")
@@ -187,7 +187,7 @@ def test_scheduler_fallback_is_bounded_too(monkeypatch):
     # Campaign seed 9805 (F10): with max fusion isl ran past its budget, and the fusion-"none"
     # fallback ran on for minutes as well; that fallback now has its own budget, after which the
     # program's order is used.
-    from polytile.schedule import auto
+    from polytile.scheduling import auto
 
     monkeypatch.setattr(auto, "SCHEDULER_SECONDS", 1.0)
     monkeypatch.setattr(auto, "NONE_SECONDS", 1.0)

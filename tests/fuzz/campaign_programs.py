@@ -56,7 +56,7 @@ def random_schedule(text: str, case, rng: random.Random):
     """``polytile.schedule`` of the program at the inputs' shapes, with 1-4 random steps (refused ones skipped)."""
     import polytile
     from polytile import ScheduleError
-    from polytile import schedule as S
+    from polytile import scheduling as S
 
     shapes = {n: a.shape for n, a in case.inputs}
     dtypes = [a.dtype.name for a in case.arrays]

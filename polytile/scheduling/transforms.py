@@ -2,7 +2,7 @@
 
 Every function takes a schedule, a statement (``S0`` or a Tile tensor name
 such as ``C``) and loop names, and returns a *new* schedule with one more
-:class:`~polytile.schedule.core.Step`, or raises
+:class:`~polytile.scheduling.core.Step`, or raises
 :class:`~polytile.errors.IllegalSchedule` naming the violated dependence and
 a pair of iterations that would run in the wrong order.
 

@@ -413,7 +413,7 @@ def _einsum_contraction(bound: sema.Bound, stmt: Contraction, env: Dict[str, np.
     identical.  Floats are computed in float64 and rounded once to the output
     dtype: identical whenever the enumeration is exact (integer-valued data,
     as the tuner uses), otherwise at least as accurate.
-    ``tests/test_reference.py`` checks it against :func:`_enumerate_contraction`
+    ``tests/test_interpreter.py`` checks it against :func:`_enumerate_contraction`
     on random contractions.
     """
     dtype = bound.tensors[stmt.output].dtype
@@ -808,23 +808,3 @@ def run(program: Program, *arrays: np.ndarray, **named: np.ndarray):
     res = evaluate(program, arrays, **named)
     outs = tuple(res[o] for o in program.outputs)
     return outs[0] if len(outs) == 1 else outs
-
-
-# ``polytile.reference(...)`` is a documented API call and ``polytile.reference`` is
-# also this module: a module class with ``__call__`` serves both.  The call
-# lives in the pipeline (which wires the stages); it is imported on use, the
-# one deliberate upward reference (see FACADES in tests/test_layering.py).
-def _make_callable() -> None:
-    import sys
-    import types
-
-    class _CallableModule(types.ModuleType):
-        def __call__(self, *args, **kwargs):
-            from . import pipeline
-
-            return pipeline.reference(*args, **kwargs)
-
-    sys.modules[__name__].__class__ = _CallableModule
-
-
-_make_callable()

@@ -205,7 +205,11 @@ class Schedule:
                             + (", ".join(n for _, n in ss.loops()) or "(none)"))
 
     def loop_names(self, stmt: str) -> List[str]:
-        return [n for _, n in self.table[stmt].loops()]
+        """Loop names of a statement (``S0``) or of a Tile tensor's statement, outermost first."""
+        ss = self.table.get(stmt)
+        if ss is None:
+            ss = self.table[self.resolve(stmt)]
+        return [n for _, n in ss.loops()]
 
     def time_map(self) -> isl.UnionMap:
         """``{ S[x] -> [t...] }`` for all statements (the flat schedule)."""

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
-from polytile import ir, reference, sema
+from polytile import interpreter as reference
+from polytile import ir, sema
 from polytile.errors import CollisionError, ShapeError, TileSemanticError
 from polytile.frontends.tile import parse
 
@@ -371,7 +372,7 @@ def test_reference_does_not_use_isl():
     code = (
         "import sys; sys.modules['islpy'] = None\n"
         "import numpy as np\n"
-        "from polytile.reference import run\n"
+        "from polytile.interpreter import run\n"
         "from polytile.frontends.tile import parse\n"
         "p = parse('function (A[M, K], B[K, N]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[k, j]); }')\n"
         "print(run(p, np.ones((2, 3)), np.ones((3, 2))).sum())\n"
