@@ -32,7 +32,7 @@ import numpy as np
 import _common
 
 from polytile import hardware
-from polytile.cuda_target import compile_cuda, cuda_source, no_device_reason
+from polytile.targets.cuda import compile_cuda, cuda_source, no_device_reason
 
 
 def workloads(args):

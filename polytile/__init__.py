@@ -6,7 +6,7 @@
     >>> bool((k(A, B) == polytile.reference(k.program, A, B)).all())
     True
 """
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 from .errors import (  # noqa: E402
     CollisionError, CompilerError, IllegalSchedule, InternalError, NonAffineError, PolytileError,

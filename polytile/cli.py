@@ -41,7 +41,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import __version__
+from .version import __version__
 from . import compare as compare_mod
 # `run --check` and `compare` judge outputs with the same rules and count flops
 # the same way; they live in polytile.compare (light to import: numpy only).
@@ -579,7 +579,7 @@ def _require_cuda_device(spec=None) -> None:
     hint = ("`--target cuda` runs kernels on an NVIDIA GPU; use --target cuda-emulate to run the same CUDA "
             "mapping on the CPU")
     if spec is None:
-        from .cuda_target import no_device_reason
+        from .targets.cuda import no_device_reason
 
         reason = no_device_reason()
         if reason is not None:
@@ -841,7 +841,7 @@ def cmd_show(args) -> int:
     print(_schedule_yaml(spec.schedule))
     tgt = getattr(args, "target", "openmp")
     if tgt in ("cuda", "cuda-emulate"):
-        from . import cuda_target, pipeline
+        from .targets import cuda as cuda_target
 
         hw = getattr(args, "hardware", None) or "nvidia-h100"
         print()

@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 import numpy as np
 
-from . import __version__
+from .version import __version__
 from .errors import IllegalSchedule, PolytileError
 
 #: Relative tolerances for float outputs (integer outputs must match exactly).

@@ -628,7 +628,7 @@ def _load_steps(schedule: Any) -> Optional[List[Step]]:
     """Steps from a saved schedule (path, JSON document or list of steps)."""
     if schedule is None:
         return None
-    from .pipeline import schedule_steps
+    from .scheduling.saved import schedule_steps
 
     doc = schedule
     if isinstance(schedule, (str, Path)):
@@ -643,7 +643,7 @@ def _load_steps(schedule: Any) -> Optional[List[Step]]:
 
 
 def _replay(scop, deps, steps: Sequence[Step]) -> Schedule:
-    from .pipeline import replay
+    from .scheduling.saved import replay
 
     return replay(scop, deps, steps)
 

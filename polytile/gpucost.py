@@ -26,7 +26,7 @@ unrolls it) and of the accumulator of a reduction, and two per sequential
 loop; a promoted kernel needs no more (its step counters replace the
 operands' 64-bit addresses, which become 32-bit shared ones: ptxas agrees
 within a few registers on matmul and conv2d).  ptxas's
-count (``nvcc -Xptxas -v``; :func:`polytile.cuda_target.ptxas_registers`)
+count (``nvcc -Xptxas -v``; :func:`polytile.targets.cuda.ptxas_registers`)
 replaces the estimate when given.
 
 Work and traffic

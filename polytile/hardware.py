@@ -32,7 +32,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, ClassVar, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, ClassVar, Dict, Iterable, Mapping, Optional, Sequence, Union
 
 from .errors import PolytileError
 
@@ -642,6 +642,23 @@ def presets() -> list[str]:
     """The preset names :func:`load` accepts, ``host`` included."""
     names = {p.stem for p in PRESET_DIR.glob("*.toml")} if PRESET_DIR.is_dir() else set()
     return sorted(names | {HOST})
+
+
+_LOADED: Dict[str, Hardware] = {}
+
+
+def load_once(name_or_path: Union[str, os.PathLike, Hardware]) -> Hardware:
+    """:func:`load`, remembered per process for a name or path (a descriptor object is returned as is):
+    the compiler, the cost model and the tuner ask for the same descriptor many times.
+
+    >>> load_once("x86-avx2") is load_once("x86-avx2")
+    True
+    """
+    if not isinstance(name_or_path, str):
+        return load(name_or_path)
+    if name_or_path not in _LOADED:
+        _LOADED[name_or_path] = load(name_or_path)
+    return _LOADED[name_or_path]
 
 
 def load(name_or_path: Union[str, os.PathLike, Hardware]) -> Hardware:

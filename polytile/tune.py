@@ -75,7 +75,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Seque
 
 import numpy as np
 
-from . import __version__
+from .version import __version__
 from . import autotile, pipeline
 from . import hardware as hardware_mod
 from . import interpreter as reference_mod

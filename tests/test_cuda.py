@@ -27,7 +27,7 @@ import polytile
 from polytile import runtime
 from polytile.codegen import cuda as cuda_codegen
 from polytile.config import get_config
-from polytile.cuda_target import compile_cuda, compile_ptx, cuda_source, gpu_limits, no_device_reason
+from polytile.targets.cuda import compile_cuda, compile_ptx, cuda_source, gpu_limits, no_device_reason
 from polytile.errors import PolytileError
 from polytile.pipeline import load_program
 
@@ -188,7 +188,7 @@ def test_ptx():
 @pytest.mark.parametrize("name,promoted", [("matmul", ["A", "B"]), ("batched_matmul", ["X", "Y"]),
                                            ("matvec", ["X"]), ("gemm", ["A", "B"]), ("min_plus", ["A", "B"])])
 def test_shared_plans(name, promoted):
-    from polytile.cuda_target import _specialize
+    from polytile.targets.cuda import _specialize
 
     path = f"examples/{name}.tile"
     prog, case, shapes = _case(path, 0)
@@ -232,7 +232,7 @@ def test_nvcc_builds_every_example_in_one_unit():
     """Every example at every size -- float32 with the cost model's blocks, steps and promotion, float64
     (first size) with 256-thread blocks and the default promotion -- each in its own namespace, compiled by
     one nvcc run for sm_90 and once more to PTX."""
-    from polytile.cuda_target import _mappings, _specialize
+    from polytile.targets.cuda import _mappings, _specialize
 
     parts = [cuda_codegen.cuda_prelude()]
     count = 0
@@ -310,7 +310,7 @@ def _run(k, scop, rng):
 
 @pytest.mark.parametrize("kw", [{}, dict(threads=4, max_grid=2)])
 def test_row_scan_maps_rows_only(kw):
-    from polytile.cuda_target import compile_scop_cuda
+    from polytile.targets.cuda import compile_scop_cuda
 
     scop = _row_scan()
     k = compile_scop_cuda(scop, emulate=True, **kw)
@@ -322,7 +322,7 @@ def test_row_scan_maps_rows_only(kw):
 
 def test_emulation_catches_an_illegal_mapping():
     """Mapping the carried loop j onto threads: the reverse-order emulation gives wrong sums."""
-    from polytile.cuda_target import compile_scop_cuda
+    from polytile.targets.cuda import compile_scop_cuda
     from polytile.scheduling.gpu import GpuMapping, GridAxis, MappedLoop
 
     scop = _row_scan()
@@ -351,7 +351,7 @@ def _jacobi1d(T=4, N=20):
 def test_time_loop_launches_per_iteration(kw):
     """jacobi-1d with a shared time loop: t carries the dependences, so the host runs it and launches
     one kernel per sweep (S, then U) per t, each mapping i onto threads; exact against the Scop's execution."""
-    from polytile.cuda_target import compile_scop_cuda
+    from polytile.targets.cuda import compile_scop_cuda
 
     scop = _jacobi1d()
     k = compile_scop_cuda(scop, emulate=True, **kw)
@@ -370,7 +370,7 @@ def test_time_loop_launches_per_iteration(kw):
 def test_host_loop_order_matters():
     """Running the host loop's sweeps as one kernel each over all t (no host loop) would be wrong:
     the emulation of that mapping differs from the Scop's execution."""
-    from polytile.cuda_target import compile_scop_cuda
+    from polytile.targets.cuda import compile_scop_cuda
     from polytile.scheduling.gpu import GpuMapping
 
     scop = _jacobi1d()
@@ -383,7 +383,7 @@ def test_host_loop_order_matters():
 
 @needs_nvcc
 def test_host_loop_cuda_source_builds():
-    from polytile.cuda_target import compile_scop_cuda
+    from polytile.targets.cuda import compile_scop_cuda
 
     k = compile_scop_cuda(_jacobi1d(T=3, N=40))
     text = k.source.text
@@ -394,7 +394,7 @@ def test_host_loop_cuda_source_builds():
 
 def test_prefix_sum_inside_a_time_loop_stays_one_thread():
     """Nothing inside the carried loop is parallel: one one-thread kernel, no host loop."""
-    from polytile.cuda_target import compile_scop_cuda
+    from polytile.targets.cuda import compile_scop_cuda
     from polytile.poly.from_isl import scop_from_isl
 
     scop = scop_from_isl("scan2", [

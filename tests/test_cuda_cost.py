@@ -20,7 +20,7 @@ import pytest
 
 from polytile import gpucost, hardware
 from polytile.config import get_config
-from polytile.cuda_target import _mappings, _specialize, compile_cuda, cuda_source, ptxas_registers
+from polytile.targets.cuda import _mappings, _specialize, compile_cuda, cuda_source, ptxas_registers
 from polytile.errors import PolytileError
 from polytile.scheduling.gpu import OutOfResources, promotion_plan, reduction_extents, step_candidates
 
@@ -259,7 +259,7 @@ def test_host_loop_kernels_pay_a_launch_per_iteration():
 
     sys.path.insert(0, str(Path(__file__).parent))
     from test_cuda import _jacobi1d
-    from polytile.cuda_target import compile_scop_cuda
+    from polytile.targets.cuda import compile_scop_cuda
 
     T, N = 10, 100000
     k = compile_scop_cuda(_jacobi1d(T=T, N=N), emulate=True)

@@ -79,9 +79,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-import polytile
 from polytile.config import DEFAULT_CFLAGS, debug_log, get_config
 from polytile.errors import CacheError, CacheWarning, CompilerError, ConfigError, PolytileError, ToolchainError
+from polytile.version import __version__
 from polytile.runtime.compiler import compiler_version, resolve_compiler, run_compiler
 
 try:  # POSIX only; without it concurrent builders still never load a half-written file
@@ -151,7 +151,7 @@ def cache_key(source: str, lang: str, flags: Sequence[str], compiler_path: str, 
     64
     """
     payload = json.dumps(
-        [source, lang, list(flags), compiler_path, compiler_ver, polytile.__version__],
+        [source, lang, list(flags), compiler_path, compiler_ver, __version__],
         ensure_ascii=False,
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
@@ -597,7 +597,7 @@ def _compile_entry(source: str, lang: str, flags: List[str], compiler_path: str,
         manifest = {
             "format": MANIFEST_FORMAT, "key": key, "name": name, "library": lib_path.name,
             "sha256": digest, "size": size, "lang": lang, "compiler": compiler_path, "flags": list(flags),
-            "polytile": polytile.__version__,
+            "polytile": __version__,
         }
         # The library first, the manifest last: an entry is complete exactly when
         # its manifest is there and matches.

@@ -21,28 +21,34 @@ from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
-from . import deps as deps_mod
-from . import gpucost
-from . import pipeline, runtime, sema
-from . import scheduling as sched_mod
-from .codegen import cuda as cuda_codegen
-from .codegen.c import KernelSource
-from .config import get_config
-from .errors import PolytileError
-from .poly.scop import Scop
-from .poly.tile import lower as lower_to_scop
-from .scheduling import Schedule
-from .scheduling.gpu import (GpuLimits, GpuMapping, OutOfResources, describe as describe_mappings, map_schedule,
+from .. import deps as deps_mod
+from .. import gpucost
+from .. import hardware as hardware_mod
+from .. import runtime, sema
+from ..program import load_program
+from ..specialization import Specialization, run_scop, run_specialization
+from .base import Lowered, Target
+from .. import scheduling as sched_mod
+from ..codegen import cuda as cuda_codegen
+from ..codegen.c import KernelSource
+from ..config import get_config
+from ..errors import PolytileError
+from ..poly.scop import Scop
+from ..poly.tile import lower as lower_to_scop
+from ..scheduling import Schedule
+from ..scheduling.gpu import (GpuLimits, GpuMapping, OutOfResources, describe as describe_mappings, map_schedule,
                            promotion_plan, reduction_extents)
 
 
-def gpu_schedule(scop: Scop) -> Schedule:
+def gpu_schedule(scop: Scop, dependences=None) -> Schedule:
     """Program order with the outermost dependence-free loops marked (the mapping's starting point)."""
-    return sched_mod.auto_parallel(sched_mod.initial(scop, deps_mod.compute(scop)))
+    if dependences is None:
+        dependences = deps_mod.compute(scop)
+    return sched_mod.auto_parallel(sched_mod.initial(scop, dependences))
 
 
 def gpu_limits(hardware: Any = "nvidia-h100", *, threads: Optional[int] = None, max_grid=None) -> GpuLimits:
-    desc = pipeline.load_hardware(hardware) if isinstance(hardware, str) else hardware
+    desc = hardware_mod.load_once(hardware)
     try:
         return GpuLimits.from_descriptor(desc, threads=threads, max_grid=max_grid)
     except Exception as e:  # ScheduleError is a PolytileError; keep its message
@@ -60,7 +66,7 @@ def no_device_reason() -> Optional[str]:
 class CudaKernel:
     """One specialisation compiled for CUDA (or its emulation); call it on numpy arrays."""
 
-    spec: Any  # pipeline.Specialization
+    spec: Any  # specialization.Specialization
     mappings: Tuple[GpuMapping, ...]
     emulated: bool
     has_device: Any = None  # the library's <entry>_has_device, for real CUDA builds
@@ -95,16 +101,16 @@ class CudaKernel:
         if self.spec.bound is None:
             raise PolytileError("this kernel was built from a Scop: call run_named({array: values})")
         self._ready()
-        return pipeline.run_specialization(self.spec, [np.asarray(a) for a in arrays])
+        return run_specialization(self.spec, [np.asarray(a) for a in arrays])
 
     def run_named(self, arrays):
         """Run on named arrays (``inout`` ones start from the given values); every array after the call."""
         self._ready()
-        return pipeline.run_scop(self.spec, arrays)
+        return run_scop(self.spec, arrays)
 
 
 def _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid, sizes=None):
-    prog = pipeline.load_program(source_or_program)
+    prog = load_program(source_or_program)
     shapes = [tuple(int(x) for x in s) for s in shapes]
     dtypes = [np.dtype(d).name for d in dtypes]
     bound = sema.bind(prog, shapes, dtypes, sizes)
@@ -115,7 +121,7 @@ def _specialize(source_or_program, shapes, dtypes, hardware, threads, max_grid, 
 
 
 def _descriptor(hardware):
-    return pipeline.load_hardware(hardware) if isinstance(hardware, str) else hardware
+    return hardware_mod.load_once(hardware)
 
 
 def _mappings(scop, sched, limits, hardware, threads, shared, steps, mappings=None):
@@ -207,7 +213,7 @@ def _build(bound, scop, sched, limits, mappings, emulate, reverse, estimates=())
         path = runtime.build(src.text, lang="cuda", flags=cuda_codegen.nvcc_flags(limits.arch), name_hint=scop.name)
         has = runtime.load(path).function(f"{src.entry}_has_device", 0)
     fn = runtime.load(path).function(src.entry, len(src.params))
-    spec = pipeline.Specialization(bound, scop, sched.deps, sched, src, path, fn)
+    spec = Specialization(bound, scop, sched.deps, sched, src, path, fn)
     return CudaKernel(spec, tuple(mappings), emulate, has, tuple(estimates))
 
 
@@ -270,3 +276,36 @@ def ptxas_registers(source: KernelSource, arch: str = "sm_90") -> dict:
         if m and current:
             out[current] = int(m.group(1))
     return out
+
+
+class Cuda(Target):
+    """CUDA C++ built by nvcc (``emulate``: the same mapping as plain C on the CPU, to test it).
+
+    Kernels map for the hardware option when it names a GPU descriptor; the host is a CPU, so
+    ``"host"`` or a CPU descriptor maps for ``nvidia-h100``.
+    """
+
+    gpu = True
+
+    def __init__(self, emulate: bool):
+        self.emulate = emulate
+        self.name = "cuda-emulate" if emulate else "cuda"
+
+    def compile(self, lowered: Lowered, options, *, build: bool = True) -> CudaKernel:
+        hw = options.hardware
+        if hw is None or hw == "host" or getattr(hardware_mod.load_once(hw), "kind", "cpu") != "gpu":
+            hw = "nvidia-h100"
+        sched = gpu_schedule(lowered.scop, lowered.deps)
+        limits = gpu_limits(hw)
+        maps, ests = _mappings(lowered.scop, sched, limits, hw, None, None, None)
+        return _build(lowered.bound, lowered.scop, sched, limits, maps, self.emulate, True, ests)
+
+    def specialization(self, compiled: CudaKernel) -> Specialization:
+        return compiled.spec
+
+    def run(self, compiled: CudaKernel, arrays):
+        return compiled(*arrays)
+
+
+CUDA = Cuda(emulate=False)
+CUDA_EMULATE = Cuda(emulate=True)
