@@ -216,15 +216,20 @@ def time_calls(fn: Callable[[], Any], repeat: int, warmup: int) -> List[float]:
 
 
 def cpu_model() -> str:
-    """The CPU's marketing name: ``/proc/cpuinfo``'s model name where there is one (Linux)."""
+    """The CPU's marketing name: ``/proc/cpuinfo``'s model name where there is one (Linux).
+
+    Read with the hardware detector's parser, so the descriptor and the provenance agree.
+    """
+    from .hardware import parse_cpuinfo
+
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key.strip() in ("model name", "Model", "cpu model") and value.strip():
-                    return value.strip()
+            info, _ = parse_cpuinfo(f.read())
     except OSError:
-        pass
+        info = {}
+    for key in ("model name", "model", "cpu model"):
+        if info.get(key):
+            return info[key]
     return platform.processor() or platform.machine() or "unknown"
 
 

@@ -882,8 +882,12 @@ def _count_cpu_list(text: str) -> Optional[int]:
     return total or None
 
 
-def _parse_cpuinfo(text: str) -> tuple[dict[str, str], int]:
-    """The first processor's ``key: value`` fields and the number of processors."""
+def parse_cpuinfo(text: str) -> tuple[dict[str, str], int]:
+    """The first processor's ``key: value`` fields (keys lower-cased) and the number of processors.
+
+    >>> parse_cpuinfo("processor : 0\nmodel name : X\n\nprocessor : 1\nmodel name : X\n")
+    ({'processor': '0', 'model name': 'X'}, 2)
+    """
     first: dict[str, str] = {}
     count = 0
     for block in re.split(r"\n\s*\n", text.strip()):
@@ -949,7 +953,7 @@ def detect_host(sysfs: Union[str, os.PathLike] = "/sys/devices/system/cpu",
     notes: list[str] = []
 
     cpuinfo_text = _read(procfs / "cpuinfo")
-    info, processors = _parse_cpuinfo(cpuinfo_text) if cpuinfo_text else ({}, 0)
+    info, processors = parse_cpuinfo(cpuinfo_text) if cpuinfo_text else ({}, 0)
     if not info:
         notes.append(f"{procfs / 'cpuinfo'} unreadable: model, ISA and clock defaulted")
     flags = set((info.get("flags") or info.get("features") or "").split())
