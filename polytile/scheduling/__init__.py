@@ -1,9 +1,9 @@
 """Schedules (the ``scheduling`` stage; ``polytile.schedule(...)`` is the API call that builds one): data (:mod:`.core`), transformations (:mod:`.transforms`), isl's scheduler (:mod:`.auto`),
 array contraction (:mod:`.contract`)."""
-from .core import PARALLEL, SIMD, UNROLL, Schedule, Step, StmtSchedule, initial
+from .core import PARALLEL, SIMD, UNROLL, Schedule, Step, StmtSchedule
 from .transforms import (TRANSFORMS, apply_step, auto_parallel, distribute, fuse, interchange, pack, parallel, reorder,
                          regtile, reverse, shift, skew, split, tile, unmark, unroll, vectorize)
-from .auto import FUSION, automatic, from_flat, isl_schedule
+from .auto import FUSION, automatic, from_flat, initial, isl_schedule
 from .contract import contracted_bytes, traffic_saved
 
 __all__ = [

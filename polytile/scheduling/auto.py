@@ -296,3 +296,14 @@ def _iterator_name(m: isl.Map, pos: int, iters, taken=()) -> Optional[str]:
         if dom.is_subset(pa.sub(var.intersect_domain(dom)).zero_set()):
             return it
     return None
+
+
+def initial(scop: Scop, deps: Dependences, *, parallel_reductions: bool = True) -> Schedule:
+    """The Scop's original execution order in 2d+1 form.
+
+    For a Tile program (statements in sequence) statement ``k`` becomes
+    ``S_k[x0..x(r-1)] -> [k, x0, 0, x1, 0, ..., 0]``; a Scop with a shared
+    time loop keeps it shared.
+    """
+    return from_flat(scop, deps, scop.schedule.get_map(), Step.make("base", kind="original"),
+                     parallel_reductions=parallel_reductions)

@@ -35,15 +35,14 @@ for isl's YAML text.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
-import functools
-from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 import islpy as isl
 
 from ..deps import Dependences
 from ..errors import IllegalSchedule, ScheduleError
-from ..poly.scop import Scop, Statement
+from ..poly.scop import Scop
 
 FORMAT_VERSION = 1
 
@@ -646,7 +645,7 @@ class Schedule:
 
     def local_arrays(self, group: Sequence[str], dim: int) -> List[str]:
         """Temporaries that can live in a scalar inside loop ``dim`` of ``group`` (array contraction)."""
-        from .contract import contractible  # local import: contract builds on this module
+        from .contract import contractible
 
         return contractible(self, group, dim)
 
@@ -780,18 +779,6 @@ def map_sample(m: isl.Map) -> Tuple[List[int], List[int]]:
     return vals[:n_in], vals[n_in:]
 
 
-def _project_range(um: isl.UnionMap, first: int, count: int, n: int) -> isl.UnionMap:
-    """``um`` followed by ``{ [t0, ..., t(n-1)] -> [t_first, ..., t_(first+count-1)] }``."""
-    return um.apply_range(_projection(first, count, n))
-
-
-@functools.lru_cache(maxsize=256)
-def _projection(first: int, count: int, n: int) -> isl.UnionMap:
-    # Parsed once per shape: isl objects are immutable values, and every Scop uses the default context.
-    names = [f"t{d}" for d in range(n)]
-    return isl.UnionMap(f"{{ [{', '.join(names)}] -> [{', '.join(names[first:first + count])}] }}")
-
-
 def _time_of(m: isl.Map, point: Sequence[int]) -> List[int]:
     n_in = m.dim(isl.dim_type.in_)
     names = [f"x{d}" for d in range(n_in)]
@@ -833,16 +820,3 @@ def range_map(n_in: int, outputs: Sequence[str], names: Optional[Sequence[str]] 
     """``{ [t0, ..., t(n-1)] -> [outputs...] }`` from expressions over ``t0..``."""
     ins = list(names) if names else [f"t{d}" for d in range(n_in)]
     return isl.Map(f"{{ [{', '.join(ins)}] -> [{', '.join(outputs)}] }}")
-
-
-def initial(scop: Scop, deps: Dependences, *, parallel_reductions: bool = True) -> Schedule:
-    """The Scop's original execution order in 2d+1 form.
-
-    For a Tile program (statements in sequence) statement ``k`` becomes
-    ``S_k[x0..x(r-1)] -> [k, x0, 0, x1, 0, ..., 0]``; a Scop with a shared
-    time loop keeps it shared.
-    """
-    from .auto import from_flat  # auto builds on this module
-
-    return from_flat(scop, deps, scop.schedule.get_map(), Step.make("base", kind="original"),
-                     parallel_reductions=parallel_reductions)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-import islpy as isl
 
 from ..errors import ScheduleError
 from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, range_map
@@ -361,7 +360,6 @@ def fuse(s: Schedule, a: str, b: str, depth: Optional[int] = None, *, before: bo
     names: List[Optional[str]] = [None] * n
     for d in range(0, p, 2):
         outs[d] = str(cur.constant(sa, d) or 0)
-    bnames = cur.table[sb].names
     for (da, _), (db, nb) in zip(la[:depth], lb[:depth]):
         outs[da], names[da] = t[db], nb
     outs[inner] = str((min(vals) - 1) if before else (max(vals) + 1))
