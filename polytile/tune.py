@@ -80,7 +80,7 @@ from . import autotile, pipeline
 from . import hardware as hardware_mod
 from . import interpreter as reference_mod
 from .autotile import TileConfig
-from .cliargs import arg_type, nonnegative_int, positive_int
+from .cli.argtypes import arg_type, nonnegative_int, positive_int
 from .config import debug_log, get_config
 from .errors import PolytileError
 from .scheduling import Schedule, Step
@@ -933,7 +933,7 @@ program, sizes, dtypes, hardware, compiler and search settings) under
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``polytile tune`` to ``parser`` (FILE.tile, sizes, search settings)."""
-    from .cli import _shape_options  # --dims/--shape/--dtype/--dtypes exactly as `run` has them
+    from .cli.inputs import _shape_options  # --dims/--shape/--dtype/--dtypes exactly as `run` has them
 
     if parser.epilog is None:
         parser.epilog = TUNE_EPILOG  # hand-formatted: shows best with a RawDescriptionHelpFormatter
@@ -970,7 +970,7 @@ def main_tune(args) -> int:
     to the cached results) and the partial result (to --json), says where, and
     exits 130.
     """
-    from .cli import check_memory, resolve
+    from .cli.inputs import check_memory, resolve
 
     target = resolve(args)
     names = target.program.input_names

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .errors import PolytileError
+from ..errors import PolytileError
 
 
 def positive_int(text: str) -> int:
