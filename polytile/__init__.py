@@ -59,6 +59,11 @@ def __getattr__(name):
     raise AttributeError(f"module 'polytile' has no attribute {name!r}")
 
 
+def __dir__():
+    # The lazy API names (compile, Kernel, parse, ...) are part of the package even before first use.
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = [
     "compile", "reference", "schedule", "Kernel", "parse", "load_program", "shapes_from_dims", "optimize_c",
     "PolytileError", "TileSyntaxError", "TileSemanticError", "NonAffineError", "ShapeError",

@@ -28,6 +28,10 @@ class Specialization:
     library_path: Optional[Path] = None
     function: Any = None
 
+    def __repr__(self) -> str:
+        built = f"built {self.library_path.name}" if self.library_path else "not built"
+        return f"<polytile Specialization of {self.scop.name}: {len(self.scop.statements)} statements, {built}>"
+
 
 def run_specialization(spec: Specialization, arrays: Sequence[np.ndarray]):
     """Allocate outputs and temporaries, call the compiled function, return the outputs."""

@@ -441,3 +441,19 @@ def test_empty_input_reductions():
     r = k(np.zeros((3, 0)))
     np.testing.assert_array_equal(r, np.zeros(3))
     np.testing.assert_array_equal(r, polytile.reference(k.program, np.zeros((3, 0))))
+
+
+def test_dir_lists_the_api_and_reprs_are_one_line():
+    """``dir(polytile)`` shows the lazily imported API; the objects a user prints fit one line."""
+    import polytile
+
+    names = set(dir(polytile))
+    assert {"compile", "Kernel", "reference", "schedule", "parse", "optimize_c", "PolytileError"} <= names
+    src = "function (A[N]) -> (B) { B = A * 2; }"
+    s = polytile.schedule(src, dims="N=8")
+    k = polytile.compile(src)
+    spec = k.specialize(np.ones(4, np.float32))
+    for obj in (s, k, spec):
+        text = repr(obj)
+        assert "\n" not in text and len(text) < 200, text
+    assert "auto_parallel()" in repr(s) and "Schedule" in repr(s)

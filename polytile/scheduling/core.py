@@ -165,6 +165,10 @@ class Schedule:
     parallel_reductions: bool = True  # the target can give threads private accumulators
     meta: Tuple[Tuple[str, Any], ...] = ()  # provenance the pipeline records (program, shapes, dtypes)
 
+    def __repr__(self) -> str:
+        steps = " -> ".join(str(st) for st in self.steps) or "no steps"
+        return f"<polytile Schedule of {self.scop.name}: {len(self.stmts)} statements, {steps}>"
+
     # -- access ---------------------------------------------------------------
     @property
     def table(self) -> Dict[str, StmtSchedule]:
