@@ -234,9 +234,13 @@ def _hoist_parallel(old: Schedule, new: Schedule, st: str, tiled: Sequence[str])
     dims = sorted(old.loop_dim(st, l) for l in tiled)
     p = dims[0]
     for g in old.group(st, p):
+        # The first level's tile loops, in position order, are the first loop names ``g`` did not have
+        # (found by name: tiling may have reused filler dimensions before ``p``, so not at ``p + 2k``).
+        had = {n for n in old.table[g].names if n}
+        added = [n for n in new.table[g].names if n and n not in had]
         for k, d in enumerate(dims):
             name = old.table[g].names[d]
-            outer = new.table[g].names[p + 2 * k]
+            outer = added[k] if k < len(added) else None
             for m in [m for m in marks if m[0] == g and m[1] == name and m[2] == PARALLEL]:
                 if outer:
                     marks.discard(m)
