@@ -290,7 +290,7 @@ def _c(expr: isl.AstExpr) -> str:
 class AstPrinter:
     """Walks an isl AST and builds cgen nodes.
 
-    Marks from the schedule tree (see :mod:`polytile.scheduling.core`):
+    Marks from the schedule tree (see :mod:`polytile.scheduling.tree`):
     ``parallel [op:array,...]`` -> ``#pragma omp parallel for`` (with
     ``reduction(op:array[sections])``), ``simd`` -> ``#pragma omp simd``,
     ``unroll N`` -> ``#pragma GCC unroll N``, ``local A`` -> a scalar that

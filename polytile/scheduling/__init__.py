@@ -1,10 +1,11 @@
 """Schedules (the ``scheduling`` stage; ``polytile.schedule(...)`` is the API call that builds one): data (:mod:`.core`), transformations (:mod:`.transforms`), isl's scheduler (:mod:`.auto`),
-array contraction (:mod:`.contract`)."""
+array contraction (:mod:`.contract`), the isl tree, loop tree and JSON of a schedule (:mod:`.tree`)."""
 from .core import PARALLEL, SIMD, UNROLL, Schedule, Step, StmtSchedule
 from .transforms import (TRANSFORMS, apply_step, auto_parallel, distribute, fuse, interchange, pack, parallel, reorder,
                          regtile, reverse, shift, skew, split, tile, unmark, unroll, vectorize)
 from .auto import FUSION, automatic, from_flat, initial, isl_schedule
 from .contract import contracted_bytes, traffic_saved
+from .tree import VIEWS
 
 __all__ = [
     "Schedule", "Step", "StmtSchedule", "initial", "automatic", "from_flat", "isl_schedule", "FUSION",
@@ -15,6 +16,7 @@ __all__ = [
 
 # Transformations are pure functions ``f(schedule, ...) -> schedule``; they
 # double as methods so chains read naturally: ``s.tile("C", i=32).parallel("C", "i_t")``.
-for _name, _fn in TRANSFORMS.items():
+# So do the views of a schedule (``s.tree()``, ``s.describe()``, ``str(s)``, ``s.dumps()``, ``s.save(path)``).
+for _name, _fn in {**TRANSFORMS, **VIEWS}.items():
     setattr(Schedule, _name, _fn)
 del _name, _fn

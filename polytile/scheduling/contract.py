@@ -16,14 +16,12 @@ write and one read of the whole array.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import islpy as isl
 
+from .core import Schedule
 from .timespace import _project_range
-
-# ``s`` below is a scheduling.core.Schedule; this module only reads it (core imports this one).
-Schedule = Any
 
 
 def _accesses(s: Schedule, array: str) -> isl.UnionMap:

@@ -30,11 +30,12 @@ of ``G`` with equal time prefix ``θ[0..d-1]`` has different ``θ[d]``.
 
 The isl schedule *tree* (with ``mark`` nodes for parallel / simd / unroll /
 local buffers) is derived from this data on demand, for code generation and
-for isl's YAML text.
+for isl's YAML text, by :mod:`.tree` (with the readable loop tree and the JSON
+document); the package attaches those as methods (``s.tree()``, ``s.describe()``,
+``s.dumps()``, ``s.save(path)``).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
@@ -43,8 +44,6 @@ import islpy as isl
 from ..deps import Dependences
 from ..errors import IllegalSchedule, ScheduleError
 from ..poly.scop import Scop
-
-FORMAT_VERSION = 1
 
 # Mark kinds a loop can carry.
 PARALLEL = "parallel"
@@ -530,64 +529,7 @@ class Schedule:
                 f"  e.g. {src}[{', '.join(map(str, a))}] (time {ta}) must run before "
                 f"{snk}[{', '.join(map(str, b))}] (time {tb})")
 
-    # -- derived trees --------------------------------------------------------
-    def tree(self) -> isl.Schedule:
-        """The isl schedule tree, with marks, equivalent to this schedule."""
-        return isl.Schedule(self.tree_text(), context=self.scop.domain.get_ctx())
-
-    def tree_text(self) -> str:
-        dom = str(self.scop.domain)
-        names = [n for n, _ in self.stmts]
-        if not names:
-            return f'{{ domain: "{dom}" }}'
-        child = self._subtree(names, 0)
-        return f'{{ domain: "{dom}"' + (f", child: {child}" if child else "") + " }"
-
-    def _filter(self, group: Sequence[str]) -> str:
-        """isl text of the union of the group's domains (parameters included)."""
-        u = None
-        for n in group:
-            d = isl.UnionSet.from_set(self.scop.statement(n).domain)
-            u = d if u is None else u.union(d)
-        return str(u)
-
-    def _subtree(self, group: List[str], dim: int) -> str:
-        n = self.n_dims
-        while dim < n:
-            values = {name: self.table[name].constant(dim) for name in group}
-            if all(v is not None for v in values.values()):
-                distinct = sorted(set(values.values()))
-                if len(distinct) == 1:
-                    if self.packs_at(group, dim):
-                        # A loop of one iteration has no band, but its packs still run
-                        # (once), around everything inside it.
-                        return self._wrap_packs(group, dim, self._subtree(group, dim + 1))
-                    dim += 1
-                    continue
-                kids = []
-                for v in distinct:
-                    sub = [g for g in group if values[g] == v]
-                    inner = self._subtree(sub, dim + 1)
-                    kids.append(f'{{ filter: "{self._filter(sub)}"' + (f", child: {inner}" if inner else "") + " }")
-                return "{ sequence: [ " + ", ".join(kids) + " ] }"
-            # A loop: one-member band, wrapped in the marks its statements carry.
-            upa = None
-            for name in group:
-                pa = isl.UnionPwAff.from_pw_aff(isl.PwMultiAff.from_map(self.table[name].map).get_pw_aff(dim))
-                upa = pa if upa is None else upa.union_add(pa)
-            band = f'{{ schedule: "{isl.MultiUnionPwAff.from_union_pw_aff(upa)}"'
-            inner = self._subtree(group, dim + 1)
-            inner = self._wrap_locals(group, dim, inner)
-            inner = self._wrap_packs(group, dim, inner)
-            text = band + (f", child: {inner}" if inner else "") + " }"
-            # "dim N" sits right on the band, so the code generator can tell whether
-            # isl emitted this band's loop (it drops loop marks when it did not).
-            text = f'{{ mark: "dim {dim}", child: {text} }}'
-            for mark in self._marks_at(group, dim):
-                text = f'{{ mark: "{mark}", child: {text} }}'
-            return text
-        return ""
-
+    # -- marks ----------------------------------------------------------------
     def _marks_of(self, group: Sequence[str]) -> List[Tuple[str, str, str, Any]]:
         """The marks of ``group``'s statements (indexed once per schedule)."""
         idx = self.__dict__.get("_marks_idx")
@@ -598,41 +540,6 @@ class Schedule:
             object.__setattr__(self, "_marks_idx", idx)
         return [m for g in dict.fromkeys(group) for m in idx.get(g, ())]
 
-    def _marks_at(self, group: Sequence[str], dim: int) -> List[str]:
-        found: Dict[str, Any] = {}
-        for stmt, loop, kind, arg in self._marks_of(group):
-            if self.table[stmt].names[dim] == loop:
-                found[kind] = arg
-        out = []
-        if REGTILE in found:
-            out.append(f"{REGTILE} {found[REGTILE]}")
-        if PARALLEL in found:
-            red = self._reduction_clause(group, dim) if found[PARALLEL] else ""
-            out.append(PARALLEL + (f" {red}" if red else ""))
-        if SIMD in found:
-            red = self._reduction_clause(group, dim) if found[SIMD] else ""
-            out.append(SIMD + (f" {red}" if red else ""))
-        if UNROLL in found:
-            out.append(f"{UNROLL} {int(found[UNROLL])}")
-        return out
-
-    def _reduction_clause(self, group: Sequence[str], dim: int) -> str:
-        """``op:array,...`` for reductions whose dependences this loop carries."""
-        items = []
-        for name in group:
-            st = self.scop.statement(name)
-            if not st.is_reduction:
-                continue
-            red = self.carried([name], dim, self.deps.reduction)
-            if not red.is_empty():
-                items.append(f"{st.body.reduce}:{st.body.array}")
-        return ",".join(sorted(set(items)))
-
-    def _wrap_locals(self, group: Sequence[str], dim: int, inner: str) -> str:
-        for arr in self.local_arrays(group, dim):
-            inner = f'{{ mark: "local {arr}", child: {inner} }}' if inner else inner
-        return inner
-
     def packs_at(self, group: Sequence[str], dim: int) -> List[Tuple[str, int, int]]:
         """``[(array, array dim, block), ...]`` packed at the start of each iteration of loop ``dim``."""
         found = {}
@@ -641,101 +548,7 @@ class Schedule:
                 found[arg[0]] = (str(arg[0]), int(arg[1]), int(arg[2]))
         return [found[a] for a in sorted(found)]
 
-    def _wrap_packs(self, group: Sequence[str], dim: int, inner: str) -> str:
-        # Inside the band: the copy runs once per iteration of this loop, before its body.
-        for arr, d, block in reversed(self.packs_at(group, dim)):
-            inner = f'{{ mark: "{PACK} {arr} {d} {block}", child: {inner} }}' if inner else inner
-        return inner
-
-    def local_arrays(self, group: Sequence[str], dim: int) -> List[str]:
-        """Temporaries that can live in a scalar inside loop ``dim`` of ``group`` (array contraction)."""
-        from .contract import contractible
-
-        return contractible(self, group, dim)
-
-    # -- printing -------------------------------------------------------------
-    def describe(self) -> str:
-        """Readable loop tree: loops with their marks, statements at the leaves."""
-        lines: List[str] = []
-        self._describe(sorted((n for n, _ in self.stmts), key=self._order_key), 0, 0, lines)
-        head = [f"schedule of {self.scop.name}" + (" (" + " -> ".join(str(s) for s in self.steps) + ")" if self.steps else "")]
-        return "\n".join(head + lines)
-
-    def _order_key(self, name: str):
-        """Sort key: the statement's earliest time vector."""
-        pt = self.table[name].map.range().lexmin()
-        if pt.is_empty():
-            return [0] * self.n_dims
-        p = pt.sample_point()
-        return [p.get_coordinate_val(isl.dim_type.set, d).to_python() for d in range(self.n_dims)]
-
-    def _describe(self, group: List[str], dim: int, indent: int, lines: List[str],
-                  at: Optional[Dict[str, List[str]]] = None) -> None:
-        at = at if at is not None else {}
-        n = self.n_dims
-        while dim < n:
-            values = {g: self.table[g].constant(dim) for g in group}
-            if all(v is not None for v in values.values()):
-                distinct = sorted(set(values.values()))
-                if len(distinct) > 1:
-                    for v in distinct:
-                        self._describe([g for g in group if values[g] == v], dim + 1, indent, lines, at)
-                    return
-                loop = "/".join(sorted({self.table[g].names[dim] for g in group if self.table[g].names[dim]}))
-                for a, d, b in self.packs_at(group, dim):  # a one-iteration loop: packed once here
-                    lines.append("  " * indent + f"[pack {a} dim {d} by {b}]  (at {loop}, one iteration)")
-                dim += 1
-                continue
-            loops = sorted({self.table[g].names[dim] for g in group if self.table[g].names[dim]})
-            marks = self._marks_at(group, dim)
-            locs = self.local_arrays(group, dim)
-            packs = self.packs_at(group, dim)
-            rng = _value_range([self.table[g].map for g in group], dim)
-            note = ("".join(f"  [{m}]" for m in marks) + "".join(f"  [local {a}]" for a in locs)
-                    + "".join(f"  [pack {a} dim {d} by {b}]" for a, d, b in packs))
-            lines.append("  " * indent + f"for {'/'.join(loops)} in {rng}:{note}")
-            # A statement with a constant here runs in one iteration of this loop only.
-            inner_at = {g: list(at.get(g, [])) for g in group}
-            for g in group:
-                if not self.table[g].names[dim] and values[g] is not None:
-                    inner_at[g].append(f"{'/'.join(loops)}={values[g]}")
-            self._describe(group, dim + 1, indent + 1, lines, inner_at)
-            return
-        for g in sorted(group, key=self._order_key):
-            st = self.scop.statement(g)
-            only = f"   (only at {', '.join(at[g])})" if at.get(g) else ""
-            lines.append("  " * indent + f"{g}: {st.text or st.kind}{only}")
-
-    def __str__(self) -> str:
-        return self.describe()
-
-    # -- serialisation --------------------------------------------------------
-    def to_json(self) -> Dict[str, Any]:
-        return {
-            "polytile_schedule": FORMAT_VERSION,
-            "scop": self.scop.name,
-            "steps": [s.to_json() for s in self.steps],
-            "tree": self.tree_text(),
-            "statements": {name: {"map": str(ss.map), "names": list(ss.names)} for name, ss in self.stmts},
-            "marks": sorted([list(m) for m in self.marks], key=str),
-            **({"meta": dict(self.meta)} if self.meta else {}),
-        }
-
-    def dumps(self) -> str:
-        """JSON text: steps (replayable), isl YAML tree, per-statement maps, marks, provenance."""
-        return json.dumps(self.to_json(), indent=2)
-
-    def save(self, path) -> None:
-        """Write :meth:`dumps` to ``path`` (atomically, so a crash never leaves half a file)."""
-        import os
-        import tempfile
-
-        d = os.path.dirname(os.path.abspath(str(path)))
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=".sched-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            f.write(self.dumps() + "\n")
-        os.replace(tmp, str(path))
-
+    # -- copies ---------------------------------------------------------------
     def with_(self, **changes) -> "Schedule":
         return replace(self, **changes)
 
