@@ -485,12 +485,34 @@ def _write(path: Path, doc) -> Path:
 
 
 def test_schedule_default_prints_loop_tree_and_isl_tree(capsys):
-    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--dims", MM_DIMS)
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--dims", MM_DIMS, "--no-tile")
     assert code == 0, err
     assert "== schedule (loop tree)" in out and "== schedule tree (isl)" in out
     assert re.search(r"^for i in \[0, 23\]:  \[parallel\]$", out, re.M)
     assert "domain: \"{ Z0[o0, o1]" in out
     assert "array contraction" not in out  # nothing to contract in matmul
+
+
+def test_schedule_shows_and_saves_what_compile_runs(capsys, tmp_path):
+    # At 256^3 the autotiler blocks matmul; `schedule` must show that schedule, not the untiled one,
+    # and replaying its -o file must give compile's C byte for byte.
+    dims = "M=256,N=256,K=256"
+    dest = tmp_path / "sched.json"
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--dims", dims, "-o", dest)
+    assert code == 0, err
+    assert "regtile" in out and "tile(" in out
+    code, plain, err = run_cli(capsys, "compile", EX / "matmul.tile", "--dims", dims)
+    assert code == 0, err
+    code, replayed, err = run_cli(capsys, "compile", EX / "matmul.tile", "--dims", dims, "--schedule", dest)
+    assert code == 0, err
+    assert replayed == plain
+    # --no-tile (or --hardware none) is the untiled default, also as compile builds it.
+    code, out, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--dims", dims, "--no-tile")
+    assert code == 0, err
+    assert "regtile" not in out and re.search(r"^for i in \[0, 255\]:  \[parallel\]$", out, re.M)
+    code, out2, err = run_cli(capsys, "schedule", EX / "matmul.tile", "--dims", dims, "--hardware", "none")
+    assert code == 0, err
+    assert out2 == out
 
 
 def test_schedule_apply_prints_and_saves(capsys, tmp_path):

@@ -50,7 +50,7 @@ from ..memory import bytes_text
 from ..errors import PolytileEnvironmentError, PolytileError
 from .inputs import (  # noqa: F401  (the shared half of the commands; re-exported for tests and tune)
     DTYPES, FUSION, PROG, FileHints, ScheduleFile, Target, UsageError, _dtypes, _hardware_option,
-    _header_dim_names, _items, _note, _recipe, _saved, _shape_options, _shape_text, _signature, _specialize,
+    _header_dim_names, _items, _note, _recipe, _saved, _shape_options, _shape_text, _signature, _specialize, compile_options,
     check_memory, load_schedule_file, make_inputs, parse_dims, parse_dtypes, parse_shapes,
     read_hints, resolve,
 )
@@ -570,13 +570,15 @@ def cmd_schedule(args) -> int:
 
     if _is_c(args):
         return _schedule_c(args)
-    _reject_c_options(args, "schedule", ("function", "assume_no_alias", "reassociate", "no_tile", "hardware")
-                      + _C_PREPROCESSOR)
+    _reject_c_options(args, "schedule", ("function", "assume_no_alias", "reassociate") + _C_PREPROCESSOR)
     saved = load_schedule_file(args.apply) if args.apply else None
     target = resolve(args, saved=saved)
-    steps = _recipe(saved, args.fusion, parallel=not args.no_parallel)
+    # The options `polytile compile` would be given, so what is shown (and saved) is what compile runs.
+    options = compile_options(target, args, saved)
     shapes = dict(zip(target.program.input_names, target.shapes))
-    sched = pipeline.schedule(target.program, shapes=shapes, dtypes=list(target.dtypes), steps=steps)
+    sched = pipeline.schedule(target.program, shapes=shapes, dtypes=list(target.dtypes),
+                              steps=options.get("schedule"), fusion=options.get("fusion"),
+                              parallel=options.get("parallel", True), hardware=options.get("hardware", "host"))
     dims = ", ".join(f"{k}={v}" for k, v in target.dims.items())
     print(f"// {target.path}" + (f" specialised to {dims}" if dims else "")
           + f"; inputs {_signature(target) or '(none)'}")
@@ -1255,9 +1257,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = subs.add_parser("schedule", formatter_class=_Formatter, epilog=_SCHEDULE_EPILOG,
                         help="build a schedule, apply transformation steps, check and save it",
-                        description="Build the default schedule of a Tile program (or isl's with --fusion), "
-                                    "replay the transformation steps of --apply on it with every step checked "
-                                    "against the dependences, and print the loop tree, the isl schedule tree "
+                        description="Build the schedule `polytile compile` uses for a Tile program (the "
+                                    "default schedule, or isl's with --fusion, blocked for --hardware), or "
+                                    "replay the transformation steps of --apply on the untiled default with every "
+                                    "step checked against the dependences, and print the loop tree, the isl schedule tree "
                                     "and the memory traffic array contraction saves.  -o saves the schedule "
                                     "as JSON for compile/run --schedule and compare --schedules.  A C file (.c): "
                                     "per #pragma scop region, the schedule `polytile opt` uses (same options), "
@@ -1271,9 +1274,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-parallel", action="store_true",
                    help="leave out the automatic parallel marks (auto_parallel) of the base schedule "
                         "(C: as polytile opt --no-parallel, no parallel or simd marks)")
-    p.add_argument("--no-tile", action="store_true", help="C: as polytile opt --no-tile")
+    p.add_argument("--no-tile", action="store_true",
+                   help="no automatic tiling: the untiled default schedule (same as --hardware none; "
+                        "C: as polytile opt --no-tile)")
     p.add_argument("--hardware", default=None, metavar="NAME|FILE",
-                   help="C: hardware descriptor for tile sizes, as polytile opt --hardware (default: host)")
+                   help="descriptor that guides the automatic tiling, as for compile and opt: a preset "
+                        "(see `polytile hw list`), 'host' (detected; the default) or a .toml/.json file")
     p.add_argument("-o", "--output", metavar="SCHED.json", help="save the schedule (steps, isl tree, sizes) here")
     _c_options(p)
     _shape_options(p)

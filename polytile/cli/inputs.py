@@ -336,22 +336,38 @@ def _signature(target: Target) -> str:
                      for n, s, dt in zip(target.program.input_names, target.shapes, target.dtypes))
 
 
-def _specialize(target: Target, args, *, build: bool, saved: Optional["ScheduleFile"] = None):
-    """Compile for the target's signature: with the saved schedule's steps, or isl's with --fusion."""
-    from .. import pipeline
+def compile_options(target: Target, args, saved: Optional["ScheduleFile"] = None) -> Dict[str, Any]:
+    """The ``polytile.compile`` options these arguments ask for: the saved schedule's steps (on top of the
+    untiled default), or the default schedule (isl's with --fusion) blocked for --hardware.
 
+    ``compile``, ``run`` and ``schedule`` all build their options here, so ``polytile schedule`` shows
+    (and ``-o`` saves) exactly the schedule ``polytile compile`` runs.
+    """
     fusion = getattr(args, "fusion", None)
+    parallel = not getattr(args, "no_parallel", False)
     options: Dict[str, Any] = {}
     if saved is not None:
-        options["schedule"] = _recipe(saved, fusion, parallel=True)
+        options["schedule"] = _recipe(saved, fusion, parallel=parallel)
     elif fusion is not None:
         options["fusion"] = fusion
+    if not parallel:
+        options["parallel"] = False
     options.update(_hardware_option(args))
+    if getattr(args, "no_tile", False):
+        options["hardware"] = None
     if "hardware" not in options and target.shapes and any(0 in tuple(s) for s in target.shapes):
         # Zero-size inputs (e.g. K=0, an empty reduction whose result is 0): there is nothing to tile, and
         # autotile cannot measure an empty loop; compile the untiled default schedule.
         options["hardware"] = None
-    kernel = pipeline.compile(target.program, target=getattr(args, "target", "openmp"), **options)
+    return options
+
+
+def _specialize(target: Target, args, *, build: bool, saved: Optional["ScheduleFile"] = None):
+    """Compile for the target's signature with the options of :func:`compile_options`."""
+    from .. import pipeline
+
+    kernel = pipeline.compile(target.program, target=getattr(args, "target", "openmp"),
+                              **compile_options(target, args, saved))
     return kernel.specialize_shapes(target.shapes, target.dtypes, build=build)
 
 
