@@ -27,8 +27,10 @@ def reference(program, *arrays, **named):
 
 
 def schedule(program, *args, **kwargs):
-    """The schedule :func:`compile` would use for ``program`` at the given shapes (see
-    :func:`polytile.pipeline.schedule` for every option); transform it and pass it back as ``schedule=``.
+    """A schedule of ``program`` at the given shapes to transform and pass back as ``compile(..., schedule=)``:
+    the untiled default (program order, outermost parallel loops) -- or, with ``hardware="host"`` (or
+    another descriptor), exactly the autotiled schedule :func:`compile` uses by default.  Every option:
+    :func:`polytile.pipeline.schedule`.
 
     >>> import polytile
     >>> s = polytile.schedule("function (A[N]) -> (B) { B = A * 2; }", dims="N=8")

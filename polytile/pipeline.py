@@ -210,6 +210,28 @@ def compile(source: SourceLike, target: str = "openmp", **options) -> Kernel:  #
 
     >>> k = compile("examples/matmul.tile")
     >>> C = k(A, B)                # specialises on A.shape/B.shape/dtypes, compiles (cached), runs
+
+    Options (all keyword; every one is part of the kernel cache key):
+
+    ``target``
+        ``"openmp"`` (C with OpenMP pragmas, built by the host C compiler; the default),
+        ``"cuda"`` (nvcc; needs a GPU to run) or ``"cuda-emulate"`` (the CUDA mapping run on the CPU).
+    ``hardware``
+        The descriptor of the target: a preset name (``polytile hw list``), ``"host"`` (detected; the
+        default), a ``.toml``/``.json`` file, or a descriptor object (``polytile.hardware.load(...)``).
+        For openmp it guides the automatic tiling (``None`` turns it off); for cuda it is the GPU.
+    ``schedule``
+        A :class:`~polytile.scheduling.Schedule` (e.g. from :func:`schedule`, transformed), a list of
+        its steps, or a path to a schedule saved with ``polytile schedule -o``: replayed, legality-checked,
+        on every specialisation instead of the default schedule.
+    ``fusion``
+        ``"none"``, ``"smart"`` or ``"max"``: start from isl's scheduler with that fusion choice instead of
+        program order.
+    ``parallel``
+        ``False`` leaves out the automatic OpenMP parallel marks (and with them the autotiling).
+    ``cflags``
+        C compiler flags instead of the configured ones (``POLYTILE_CFLAGS``; default ``-O3 -march=native
+        -fopenmp ...``).
     """
     return Kernel(load_program(source), Options.make(target, **options))
 

@@ -457,3 +457,15 @@ def test_dir_lists_the_api_and_reprs_are_one_line():
         text = repr(obj)
         assert "\n" not in text and len(text) < 200, text
     assert "auto_parallel()" in repr(s) and "Schedule" in repr(s)
+
+
+def test_compile_docstring_documents_every_option():
+    import dataclasses
+
+    from polytile import pipeline
+
+    doc = polytile.compile.__doc__
+    for field in dataclasses.fields(pipeline.Options):
+        assert f"``{field.name}``" in doc, field.name
+    for name in pipeline.TARGETS:
+        assert f'``"{name}"``' in doc, name

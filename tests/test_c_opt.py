@@ -241,6 +241,12 @@ def test_cli_writes_output_and_options(tmp_path, capsys):
                      "--param", "n=20", "--param", "tsteps=3"]) == 0
     region = out2.read_text().split("polytile opt:")[1]
     assert "tsteps" not in region.split("#pragma endscop")[0] and "#pragma omp" not in region
+    # --dims is the same option, in the comma-separated syntax of the other commands.
+    out3 = tmp_path / "seidel_dims.c"
+    assert cli_main(["opt", str(KERNELS / "seidel-2d.c"), "-o", str(out3), "--no-tile", "--no-parallel",
+                     "--dims", "n=20,tsteps=3"]) == 0
+    assert out3.read_text() == out2.read_text()
+    assert cli_main(["opt", str(KERNELS / "seidel-2d.c"), "--dims", "n=20,tsteps"]) == 2
     # Without -o the file goes to stdout.
     capsys.readouterr()
     assert cli_main(["opt", str(KERNELS / "jacobi-1d.c")]) == 0

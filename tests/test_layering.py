@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("names", ("polytile.names",), ()),
     ("version", ("polytile.version",), ()),
+    # The example programs shipped with the package (data; stdlib only).
+    ("examples", ("polytile.examples",), ()),
     ("errors", ("polytile.errors",), ("names",)),
     # The element-type table and PlaidML's promotion rule (numpy only).
     ("dtypes", ("polytile.dtypes",), ()),
@@ -81,7 +83,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("tune", ("polytile.tune",), ("config", "cost", "errors", "hardware", "interpreter", "command_inputs",
                                   "compare", "pipeline", "runtime", "schedule", "version")),
     # The commands.
-    ("cli", ("polytile.cli",), ("cfrontend", "config", "deps", "errors", "hardware", "interpreter", "memory",
+    ("cli", ("polytile.cli",), ("examples", "cfrontend", "config", "deps", "errors", "hardware", "interpreter", "memory",
                                 "command_inputs", "compare", "c_runner", "pipeline", "tune", "runtime", "schedule",
                                 "targets", "version")),
 ]

@@ -9,6 +9,7 @@
     polytile compare examples/matmul.tile --tile 32,64 --fusion smart # legality, correctness, speed side by side
     polytile compare tests/c_kernels/gemm.c --dims ni=512,nj=512,nk=512   # C: the file vs polytile opt, bitwise
     polytile cache verify                                             # re-hash cached kernels, drop bad ones
+  polytile examples --copy my-examples                              # the shipped examples, to edit and run
 
 Every subcommand goes through :mod:`polytile.pipeline` (``load_program``,
 ``shapes_from_dims``, ``parse_dims``, ``schedule``, ``compile`` ->
@@ -48,6 +49,7 @@ from ..compare import COUNT_SCAN_LIMIT, RTOL, Check, check_output, format_table
 from ..config import get_config, override
 from ..memory import bytes_text
 from ..errors import PolytileEnvironmentError, PolytileError
+from . import examples as examples_cmd
 from .inputs import (  # noqa: F401  (the shared half of the commands; re-exported for tests and tune)
     DTYPES, FUSION, PROG, FileHints, ScheduleFile, Target, UsageError, _dtypes, _hardware_option,
     _header_dim_names, _items, _note, _recipe, _saved, _shape_options, _shape_text, _signature, _specialize, compile_options,
@@ -980,8 +982,10 @@ def _schedule_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--fusion", choices=FUSION,
                    help="base schedule from isl's scheduler with this fusion choice instead of program order")
     g.add_argument("--hardware", default=None, metavar="NAME|FILE",
-                   help="descriptor that guides the automatic tiling: a preset (see `polytile hw list`), "
-                        "'host' (detected; the default) or a .toml/.json file; 'none' turns autotiling off")
+                   help="hardware descriptor of the target: a preset (see `polytile hw list`), 'host' "
+                        "(detected; the default) or a .toml/.json file.  openmp: it guides the automatic "
+                        "tiling ('none' turns autotiling off); cuda: the GPU of the mapping (default: "
+                        "nvidia-h100)")
 
 
 _HW_EPILOG = """examples:
@@ -1081,14 +1085,17 @@ fails (exit status 1) unless every array is bitwise identical.
 """
 
 
-def _param(text: str) -> Tuple[str, int]:
-    name, sep, value = text.partition("=")
-    try:
-        if not sep or not name.strip():
-            raise ValueError
-        return name.strip(), int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected NAME=INT, got {text!r}") from None
+def _params(text: str) -> Tuple[Tuple[str, int], ...]:
+    out = []
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            out.append((name.strip(), int(value)))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected NAME=INT[,NAME=INT...], got {text!r}") from None
+    return tuple(out)
 
 
 def _opt_output(args) -> Optional[Path]:
@@ -1134,7 +1141,7 @@ def cmd_opt(args) -> int:
     from .. import crun
 
     out_path = _opt_output(args)  # before minutes of scheduling, not after
-    params = dict(args.param or ()) or None
+    params = dict(pair for group in args.param or () for pair in group) or None
     out, results = crun.optimise(
         args.file, function=args.function, tile=args.tile, parallel=args.parallel, fusion=args.fusion, hardware=args.hardware,
         params=params, schedule=args.schedule, skip_nonaffine=args.skip_nonaffine,
@@ -1237,8 +1244,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", metavar="FILE.tile|FILE.c", help="the Tile program, or a C file with #pragma scop regions")
     p.add_argument("--target", default="openmp", choices=("openmp", "cuda", "cuda-emulate"),
                    help="with cuda/cuda-emulate also print the GPU mapping (grid, block, sequential loops)")
-    p.add_argument("--hardware", default=None, metavar="NAME|FILE", help="GPU descriptor for the mapping "
-                   "(default: nvidia-h100)")
+    p.add_argument("--hardware", default=None, metavar="NAME|FILE",
+                   help="hardware descriptor of the target, as for compile: it guides the automatic tiling "
+                        "(default: host), and with cuda/cuda-emulate it is the GPU of the mapping "
+                        "(default: nvidia-h100)")
     _shape_options(p)
     _common(p, sub=True)
     p.set_defaults(handler=cmd_show)
@@ -1336,8 +1345,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fusion", choices=FUSION, default="smart", help="isl scheduler fusion choice (default: smart)")
     p.add_argument("--schedule", metavar="SCHED.json",
                    help="replay these steps (a saved schedule or a JSON list of steps) on every region instead")
-    p.add_argument("--param", type=_param, action="append", metavar="NAME=INT",
-                   help="fix a parameter (function argument or macro) to a value; repeatable")
+    p.add_argument("--dims", "--param", dest="param", type=_params, action="append", metavar="n=1000,m=800",
+                   help="fix parameters (function arguments or macros) to values, comma-separated, as --dims "
+                        "of the other commands; --param is the same option (repeatable)")
     p.add_argument("--skip-nonaffine", action="store_true",
                    help="leave regions the frontend cannot model untouched instead of failing")
     p.add_argument("--assume-no-alias", action="store_true",
@@ -1390,6 +1400,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", metavar="NAME|FILE", help="preset name or file (default: host)")
     _common(p, sub=True)
     p.set_defaults(handler=cmd_hw)
+
+    examples_cmd.add_parser(subs, _Formatter, _common)
     return parser
 
 
