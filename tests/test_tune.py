@@ -11,6 +11,7 @@ import pytest
 import polytile
 from polytile import autotile, hardware, pipeline, runtime
 from polytile import tune as T
+from polytile.tune import bench as tune_bench
 from polytile.errors import IllegalSchedule, PolytileError
 
 MATMUL = "examples/matmul.tile"
@@ -94,7 +95,7 @@ def _fake_clock(monkeypatch):
             out.append(1e-3 * (1.0 + ((state["n"] * 7919) % 17) / 17.0))
         return out
 
-    monkeypatch.setattr(T, "_time_runs", fake)
+    monkeypatch.setattr(tune_bench, "_time_runs", fake)
     return state
 
 

@@ -19,12 +19,16 @@ Typical use::
 The cache layout, its trust model (what is checked before a library is
 loaded) and its concurrency guarantees are described in
 :mod:`polytile.runtime.cache`; ``runtime.stats`` counts compiles, cache hits
-and discarded (damaged or foreign) entries in this process.
+and discarded (damaged or foreign) entries in this process.  Other results
+worth keeping (tuning results, ...) are JSON documents in the same directory,
+stored by namespace and key with the same checks: :func:`json_get`,
+:func:`json_put`, :func:`json_path` (:mod:`polytile.runtime.json_cache`).
 """
 from polytile.runtime.cache import (
     DEFAULT_CUDA_FLAGS, Stats, build, cache_key, check_root, clear, info, manifest_path, sanitize_name, stats, verify,
 )
 from polytile.runtime.compiler import compiler_version, resolve_compiler
+from polytile.runtime.json_cache import json_counts, json_get, json_path, json_put, json_verify
 from polytile.runtime.loader import KernelFunction, Library, load
 
 __all__ = [
@@ -38,6 +42,11 @@ __all__ = [
     "clear",
     "compiler_version",
     "info",
+    "json_counts",
+    "json_get",
+    "json_path",
+    "json_put",
+    "json_verify",
     "load",
     "manifest_path",
     "resolve_compiler",

@@ -11,8 +11,9 @@ Layout (``key`` is a 64-hex-digit sha256, see :func:`cache_key`)::
 
 ``<name>`` is the sanitized ``name_hint``.  It is not part of the key: the
 same source built under two names shares a directory and holds two libraries.
-The two-character fan-out keeps directories small on big caches.  Tuning
-results live beside the kernels, under ``<cache_dir>/tune/``.
+The two-character fan-out keeps directories small on big caches.  JSON
+documents (tuning results, ...) live beside the kernels, one directory per
+namespace (``<cache_dir>/tune/``, ...): see :mod:`polytile.runtime.json_cache`.
 
 Trust model
 -----------

@@ -1,0 +1,152 @@
+"""``polytile tune FILE.tile``: its options (:func:`add_arguments`), :func:`main_tune`, and :func:`parse_budget`."""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from ..cli.argtypes import arg_type, nonnegative_int, positive_int
+from ..errors import PolytileError
+from .result import TuneResult, _ms
+from .search import TuneInterrupted, cache_path, tune
+
+
+_BUDGET = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*(s|sec|m|min|h)?\s*$", re.IGNORECASE)
+
+
+def parse_budget(text) -> float:
+    """Seconds from ``"60s"``, ``"2m"``, ``"1.5m"``, ``"1h"`` or a plain number of seconds.
+
+    >>> parse_budget("2m"), parse_budget("90"), parse_budget("45s")
+    (120.0, 90.0, 45.0)
+    """
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        m = _BUDGET.match(str(text))
+        if not m:
+            raise PolytileError(f"bad budget {text!r}: write seconds (90, 60s), minutes (2m) or hours (1h)")
+        unit = (m.group(2) or "s").lower()
+        seconds = float(m.group(1)) * {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600}[unit]
+    if not seconds > 0:
+        raise PolytileError(f"the budget must be positive, got {text!r}")
+    return seconds
+
+
+TUNE_EPILOG = """\
+examples:
+  polytile tune examples/matmul.tile --dims M=1024,N=1024,K=1024 --budget 60s -o best.json
+  polytile tune examples/conv2d.tile --budget 2m --trials 100 --hardware x86-avx512
+
+The search measures the cost model's top-k blocked schedules of every
+contraction, then anneals from the fastest; every schedule is checked against
+the reference interpreter before it is timed.  Results are cached (per
+program, sizes, dtypes, hardware, compiler and search settings) under
+<cache dir>/tune/; --no-cache measures again.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``polytile tune`` to ``parser`` (FILE.tile, sizes, search settings)."""
+    from ..cli.inputs import _shape_options  # --dims/--shape/--dtype/--dtypes exactly as `run` has them
+
+    if parser.epilog is None:
+        parser.epilog = TUNE_EPILOG  # hand-formatted: shows best with a RawDescriptionHelpFormatter
+    parser.add_argument("file", metavar="FILE.tile", help="the Tile program")
+    _shape_options(parser)
+    g = parser.add_argument_group("search")
+    g.add_argument("--budget", type=arg_type(parse_budget, "budget"), default=60.0, metavar="TIME",
+                   help="search time: 60s, 2m, or seconds (default: 60s; the oracle and baseline come first)")
+    g.add_argument("--trials", type=nonnegative_int, default=200, metavar="N",
+                   help="stop after N trials (default: 200)")
+    g.add_argument("--top-k", dest="top_k", type=positive_int, default=8, metavar="K",
+                   help="measure the cost model's K best configurations first (default: 8)")
+    g.add_argument("--seed", type=int, default=0, metavar="S", help="random seed of the annealing (default: 0)")
+    g.add_argument("--hardware", default="host", metavar="NAME|FILE",
+                   help="hardware descriptor: a preset, 'host' (detected; the default) or a .toml/.json file")
+    g.add_argument("--repeat", type=positive_int, default=5, metavar="N",
+                   help="timed runs per schedule; the median counts (default: 5)")
+    g.add_argument("--warmup", type=nonnegative_int, default=1, metavar="N",
+                   help="untimed runs first, the oracle check included (default: 1)")
+    g.add_argument("--no-cache", dest="no_cache", action="store_true",
+                   help="ignore and do not write the cached result for these settings")
+    g.add_argument("--no-progress", dest="no_progress", action="store_true", help="no progress bar")
+    out = parser.add_argument_group("output")
+    out.add_argument("-o", "--output", metavar="BEST.json",
+                     help="save the best schedule (replayable: compile(..., schedule=BEST.json))")
+    out.add_argument("--json", dest="json_out", metavar="RESULT.json",
+                     help="write the whole result (every trial) as JSON")
+
+
+def main_tune(args) -> int:
+    """Run ``polytile tune`` for parsed ``args``; print the trial table and the best schedule.
+
+    Ctrl-C during the search saves the best schedule so far (to -o, else next
+    to the cached results) and the partial result (to --json), says where, and
+    exits 130.
+    """
+    from ..cli.inputs import check_memory, resolve
+
+    target = resolve(args)
+    names = target.program.input_names
+    check_memory(list(zip(names, target.shapes, target.dtypes)), "the inputs")  # before any allocation
+    sizes = ", ".join(f"{k}={v}" for k, v in target.dims.items()) or \
+        ", ".join(f"{n}={'x'.join(map(str, s))}" for n, s in zip(names, target.shapes))
+    print(f"polytile: tuning {target.path} ({sizes}) on {args.hardware}, budget {args.budget:g} s, "
+          f"at most {args.trials} trials", file=sys.stderr)
+    try:
+        result = tune(target.program, shapes=dict(zip(names, target.shapes)), dtypes=list(target.dtypes),
+                      hardware=args.hardware, budget_s=args.budget, max_trials=args.trials, top_k=args.top_k,
+                      seed=args.seed, repeat=args.repeat, warmup=args.warmup,
+                      progress=not getattr(args, "no_progress", False), cache=not args.no_cache)
+    except TuneInterrupted as stopped:
+        return _save_interrupted(args, target, stopped.result)
+    print(result.table())
+    print()
+    print("best schedule:")
+    print(result.best.describe())
+    if args.output:
+        _write_best(result, Path(args.output))
+        print(f"wrote {args.output}", file=sys.stderr)
+    if getattr(args, "json_out", None):
+        path = Path(args.json_out)
+        _write_result(result, path)
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _write_best(result: TuneResult, path: Path) -> None:
+    try:
+        result.best.save(path)
+    except OSError as e:
+        raise PolytileError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _write_result(result: TuneResult, path: Path) -> None:
+    try:
+        path.write_text(result.dumps() + "\n", encoding="utf-8")
+    except OSError as e:
+        raise PolytileError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _save_interrupted(args, target, result: TuneResult) -> int:
+    """Ctrl-C: keep the best schedule measured so far, say where it went, exit 130."""
+    if result.trials:
+        print(result.table())
+    ok = sum(1 for t in result.trials if t.measured and t.ok is not False)
+    which = (f"trial {result.best_trial}, {_ms(result.best_time_s)}, {result.speedup:.2f}x over the baseline"
+             if result.best_trial is not None else f"compile's default schedule, {_ms(result.best_time_s)}")
+    print(f"polytile: tuning interrupted after {len(result.trials)} trials ({ok} measured ok); "
+          f"best so far: {which}", file=sys.stderr)
+    path = Path(args.output) if args.output else cache_path(result.key).with_suffix(".interrupted.json")
+    if not args.output:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)  # json_cache refuses a group-writable namespace
+    _write_best(result, path)
+    print(f"polytile: saved the best schedule so far to {path}; replay it with "
+          f"`polytile run {target.path} --schedule {path}`", file=sys.stderr)
+    if getattr(args, "json_out", None):
+        _write_result(result, Path(args.json_out))
+        print(f"polytile: saved the partial result (every trial so far) to {args.json_out}", file=sys.stderr)
+    return 130
+
