@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from polytile import cli, config
+from polytile.cli import model_commands  # where `polytile show`'s handler lives
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
@@ -348,7 +349,7 @@ def test_internal_errors_exit_70_with_one_line(monkeypatch, capsys):
     def boom(args):
         raise RuntimeError("a polytile bug")
 
-    monkeypatch.setattr(cli, "cmd_show", boom)
+    monkeypatch.setattr(model_commands, "cmd_show", boom)
     monkeypatch.delenv("POLYTILE_DEBUG", raising=False)
     code, out, err = run_cli(capsys, "show", EX / "matmul.tile")
     assert code == 70

@@ -22,6 +22,7 @@ import pytest
 
 import polytile
 from polytile import cli, errors
+from polytile.cli import model_commands  # where `polytile show`'s handler lives
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
@@ -158,7 +159,7 @@ def test_file_errors_escaping_a_command_are_user_errors(monkeypatch, capsys):
     def missing(args):
         raise FileNotFoundError(2, "No such file or directory", "some/input.c")
 
-    monkeypatch.setattr(cli, "cmd_show", missing)
+    monkeypatch.setattr(model_commands, "cmd_show", missing)
     assert cli.main(["show", str(EX / "matmul.tile")]) == 1
     assert capsys.readouterr().err.strip() == "polytile: error: some/input.c: No such file or directory"
 
@@ -170,9 +171,10 @@ def test_file_errors_escaping_a_command_are_user_errors(monkeypatch, capsys):
 BOOM = """
 import sys
 from polytile import cli
+from polytile.cli import model_commands
 def boom(args):
     raise ZeroDivisionError("deep inside")
-cli.cmd_show = boom
+model_commands.cmd_show = boom
 sys.exit(cli.main(sys.argv[1:]))
 """
 
@@ -318,7 +320,7 @@ def test_an_error_raised_after_a_ctrl_c_is_reported_as_the_interrupt(monkeypatch
             pass
         raise isl.Error("call to isl_ast_build_node_from_schedule failed")
 
-    monkeypatch.setattr(cli, "cmd_show", interrupted_inside_isl)
+    monkeypatch.setattr(model_commands, "cmd_show", interrupted_inside_isl)
     assert cli.main(["show", "x.tile"]) == 130
     assert "interrupted" in capsys.readouterr().err
 
@@ -331,7 +333,7 @@ def test_an_error_without_a_ctrl_c_is_not_reported_as_an_interrupt(monkeypatch, 
     def fails(args):
         raise isl.Error("call to isl_ast_build_node_from_schedule failed")
 
-    monkeypatch.setattr(cli, "cmd_show", fails)
+    monkeypatch.setattr(model_commands, "cmd_show", fails)
     assert cli.main(["show", "x.tile"]) == cli.EXIT_INTERNAL
     err = capsys.readouterr().err
     assert "interrupted" not in err and "bug" in err

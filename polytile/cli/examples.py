@@ -5,7 +5,6 @@ content is left as it is, a different one is kept and reported.
 """
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 from ..errors import PolytileError

@@ -1,0 +1,204 @@
+"""``polytile opt``: source-to-source optimisation of a C file, like Pluto's polycc -- each #pragma scop region
+rescheduled, tiled, marked parallel and simd, and written back; ``--verify`` builds both files and compares.
+
+The work is :func:`polytile.crun.optimise` and :func:`polytile.crun.verify`; this module checks where the
+output goes (before any work) and writes it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Dict, Optional, Tuple
+
+from ..errors import PolytileError
+from .argtypes import arg_type
+from .c_files import _c_command, _cpp_args, _cpp_options, _pure
+from .inputs import FUSION, UsageError, _note, parse_dims
+
+
+_OPT_EPILOG = """\
+examples:
+  polytile opt tests/c_kernels/jacobi-2d.c -o jacobi-2d.opt.c
+  polytile opt gemm.c -o gemm.opt.c --no-tile --fusion max
+  polytile opt heat.c -o heat.opt.c --param N=200 --param TSTEPS=50
+  polytile opt mixed.c -o out.c --skip-nonaffine
+  polytile opt tests/c_kernels/gemm.c --function kernel_gemm       # the whole body, no pragmas needed
+  polytile schedule tests/c_kernels/jacobi-2d.c -o s.json && polytile opt tests/c_kernels/jacobi-2d.c --schedule s.json
+
+Every #pragma scop region is scheduled with isl's scheduler (or the original
+order if it fails), its outermost band tiled (sizes from --hardware), the
+outermost parallel loop marked (a wavefront over the tile loops when none is
+parallel), unit-stride innermost loops marked simd; every step is checked
+against the dependences.  Bytes outside the regions are left unchanged.
+Compile the output with -fopenmp.
+
+Results: by default every reduction keeps its order, so the output computes
+bitwise the same values as the input when both are compiled with
+-ffp-contract=off (polytile compare and opt --verify build with
+-O3 -march=native -fopenmp -ffp-contract=off).  Without it GCC may contract
+a * b + c into one FMA in one loop structure and not in the other, and
+results differ in the last bits.
+
+Assumptions, checked or refused: pointers that may overlap are refused unless
+restrict or --assume-no-alias; statements may call only pure functions (math.h,
+__attribute__((const))/((pure)) declarations, --pure NAME); other calls,
+volatile objects, pointer arithmetic and dereferences, struct members, while
+loops, break and goto refuse the region (--skip-nonaffine leaves it as written).  An integer
+macro that the preprocessor expanded into a region (a header's #define N 120,
+-DN=120, or --param N=...) is guarded in the output by
+#if N != 120 / #error, so a build with another value stops instead of
+computing with the old one; macros defined in the file itself stay symbolic.
+Build the output with the same -I/-D/-U flags.  Generated loop counters never
+clash with names of the file (only a loop-bound parameter named c<digits> must
+be fixed with --param).
+
+Output: -o must not be the input (the #pragma scop regions would be lost);
+--in-place rewrites FILE.c and keeps the original as FILE.c.orig.  --verify
+builds the input and the output, runs each function holding a region on the
+same random inputs (integer parameters 37 unless --verify-dims sets them) and
+fails (exit status 1) unless every array is bitwise identical.
+"""
+
+
+def add_parser(subs, formatter, common) -> None:
+    """Register ``polytile opt`` on the subcommand parser."""
+    p = subs.add_parser("opt", formatter_class=formatter, epilog=_OPT_EPILOG,
+                        help="optimise the #pragma scop regions of a C file (tile, parallelise, vectorise)",
+                        description="Source-to-source optimisation of a C file, like Pluto's polycc: each "
+                                    "#pragma scop region is rescheduled (isl's scheduler), tiled, marked "
+                                    "parallel and simd, and written back into the file.")
+    p.add_argument("file", metavar="FILE.c", help="the C file")
+    p.add_argument("-o", "--output", metavar="OUT.c", help="write the optimised file here instead of stdout")
+    p.add_argument("--tile", action=argparse.BooleanOptionalAction, default=True,
+                   help="tile the outermost band of each loop nest (default: on)")
+    p.add_argument("--parallel", action=argparse.BooleanOptionalAction, default=True,
+                   help="mark OpenMP parallel and simd loops, with wavefronts for tiled stencils (default: on)")
+    p.add_argument("--hardware", default="host", metavar="NAME|FILE",
+                   help="hardware descriptor for tile sizes (default: host)")
+    p.add_argument("--fusion", choices=FUSION, default="smart", help="isl scheduler fusion choice (default: smart)")
+    p.add_argument("--schedule", metavar="SCHED.json",
+                   help="replay these steps (a saved schedule or a JSON list of steps) on every region instead")
+    p.add_argument("--dims", "--param", dest="param", type=_params, action="append", metavar="n=1000,m=800",
+                   help="fix parameters (function arguments or macros) to values, comma-separated, as --dims "
+                        "of the other commands; --param is the same option (repeatable)")
+    p.add_argument("--skip-nonaffine", action="store_true",
+                   help="leave regions the frontend cannot model untouched instead of failing")
+    p.add_argument("--assume-no-alias", action="store_true",
+                   help="assume pointer parameters do not overlap (as with restrict)")
+    p.add_argument("--reassociate", action="store_true",
+                   help="let the schedule reorder reductions (s += e, s -= e, s *= e whose e never reads the "
+                        "updated cell) where that makes their loops vectorisable, e.g. a dot product with one "
+                        "partial sum per SIMD lane; results then differ from the original by rounding "
+                        "(default: every reduction keeps its order, results are bitwise identical when both "
+                        "files are built with -ffp-contract=off)")
+    p.add_argument("--function", metavar="NAME",
+                   help="optimise the whole body of function NAME as one region (no #pragma scop needed)")
+    p.add_argument("--in-place", action="store_true",
+                   help="rewrite FILE.c itself, keeping the original as FILE.c.orig (-o FILE.c is refused without it)")
+    p.add_argument("--verify", action="store_true",
+                   help="build the input and the output (-O3 -march=native -fopenmp -ffp-contract=off), run them "
+                        "on the same random inputs and fail unless the results are bitwise identical")
+    p.add_argument("--verify-dims", action="append", type=arg_type(parse_dims, "dims"), metavar="n=100,m=80",
+                   help="integer parameters and macros for --verify (default: 37 for parameters, the file's "
+                        "value for macros)")
+    _cpp_options(p.add_argument_group("C preprocessor and purity"))
+    common(p, sub=True)
+    p.set_defaults(handler=cmd_opt)
+
+
+def _params(text: str) -> Tuple[Tuple[str, int], ...]:
+    out = []
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            out.append((name.strip(), int(value)))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected NAME=INT[,NAME=INT...], got {text!r}") from None
+    return tuple(out)
+
+
+def _opt_output(args) -> Optional[Path]:
+    """Where opt writes (None: stdout), checked before any work: never the input unless --in-place, and a
+    file that can be written (its directory exists)."""
+    src = Path(args.file)
+    if not src.exists():
+        raise PolytileError(f"no such C file: {src}")
+    if src.is_dir():
+        raise PolytileError(f"{src} is a directory, not a C file")
+    out = Path(args.output) if args.output else None
+    if args.in_place:
+        if out is not None and not _same_file(out, src):
+            raise UsageError(f"--in-place rewrites {src} itself; drop -o {out}")
+        out = src
+    elif out is not None and _same_file(out, src):
+        raise PolytileError(f"-o {out} is the input file: writing it would lose the original loops and their "
+                            f"#pragma scop markers; write elsewhere, or pass --in-place (which keeps {src}.orig)")
+    if out is None:
+        return None
+    if out.is_dir():
+        raise PolytileError(f"-o {out}: is a directory")
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise PolytileError(f"-o {out}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise PolytileError(f"-o {out}: not writable")
+    return out
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """``a`` and ``b`` name one file (through symlinks, relative paths or hard links)."""
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+@_c_command
+def cmd_opt(args) -> int:
+    from .. import crun
+
+    out_path = _opt_output(args)  # before minutes of scheduling, not after
+    params = dict(pair for group in args.param or () for pair in group) or None
+    out, results = crun.optimise(
+        args.file, function=args.function, tile=args.tile, parallel=args.parallel, fusion=args.fusion, hardware=args.hardware,
+        params=params, schedule=args.schedule, skip_nonaffine=args.skip_nonaffine,
+        assume_no_alias=args.assume_no_alias, reassociate=args.reassociate, pure=_pure(args),
+        cpp_args=_cpp_args(args))
+    for r in results:
+        where = f"{args.file}:{r.cscop.lines[0]}-{r.cscop.lines[1]} ({r.cscop.function})"
+        if r.text is None:
+            _note(f"{where}: left as it is ({'; '.join(r.notes) or 'not modelled'})")
+        elif getattr(args, "verbose", 0):
+            for n in r.notes:
+                _note(f"{where}: {n}")
+    if args.verify and any(r.text is not None for r in results):
+        sizes: Dict[str, int] = {}
+        for d in args.verify_dims or ():
+            sizes.update(d)
+        problems = crun.verify(args.file, out, function=args.function, whole_function=args.function is not None,
+                               sizes=sizes, assume_no_alias=args.assume_no_alias, pure=_pure(args),
+                               cpp_args=_cpp_args(args), reassociated=args.reassociate)
+        if problems:
+            raise PolytileError(f"{args.file}: --verify: the optimised file computes different results "
+                                f"(please report this as a polytile bug):\n  " + "\n  ".join(problems))
+        _note(f"{args.file}: --verify: optimised and original builds agree "
+              + ("within the reassociation tolerance" if args.reassociate else "bitwise")
+              + f" ({' '.join(crun.DEFAULT_FLAGS)})")
+    if out_path is not None:
+        try:
+            if args.in_place:
+                backup = out_path.with_name(out_path.name + ".orig")
+                backup.write_bytes(out_path.read_bytes())
+            out_path.write_bytes(out)
+        except OSError as exc:
+            raise PolytileError(f"cannot write {out_path}: {exc.strerror or exc}") from None
+    else:
+        sys.stdout.buffer.write(out) if hasattr(sys.stdout, "buffer") else sys.stdout.write(out.decode())
+        sys.stdout.flush()
+    return 0

@@ -1,0 +1,93 @@
+"""``polytile cache`` (show, verify or clear the cache of compiled kernels) and ``polytile hw`` (hardware
+descriptors): the commands about polytile's surroundings rather than a program.
+"""
+from __future__ import annotations
+
+from ..config import get_config
+from ..memory import bytes_text
+
+
+# ---------------------------------------------------------------------------
+# cache
+# ---------------------------------------------------------------------------
+
+
+_CACHE_EPILOG = """examples:
+  polytile cache info        where the cache is, how many libraries, how many bytes
+  polytile cache verify      re-hash every library; remove damaged or foreign ones (they are rebuilt on use)
+  polytile cache clear       delete everything (safe when no polytile process is running)
+
+The cache directory must belong to you and not be writable by group or others,
+or polytile refuses to use it (exit 3): it runs the libraries it finds there.
+"""
+
+
+def add_cache_parser(subs, formatter, common) -> None:
+    """Register ``polytile cache`` on the subcommand parser."""
+    p = subs.add_parser("cache", formatter_class=formatter, epilog=_CACHE_EPILOG,
+                        help="show, verify or clear the cache of compiled kernels",
+                        description="The cache of compiled kernels (POLYTILE_CACHE_DIR, default ~/.cache/polytile): "
+                                    "info shows where it is and what it holds; verify re-hashes every library "
+                                    "against its manifest and removes the bad ones; clear deletes everything in it.")
+    p.add_argument("action", choices=("info", "verify", "clear"), help="what to do")
+    common(p, sub=True)
+    p.set_defaults(handler=cmd_cache)
+
+
+def cmd_cache(args) -> int:
+    from .. import runtime
+
+    root = get_config().cache_dir
+    if args.action == "info":
+        i = runtime.info(root)
+        print(f"directory  {i['dir']}")
+        print(f"libraries  {i['libraries']}")
+        print(f"tune       {i['tune_results']} saved result(s)")
+        print(f"size       {bytes_text(i['bytes'])}")
+        return 0
+    if args.action == "clear":
+        freed = runtime.clear(root)
+        print(f"removed everything in {root} ({bytes_text(freed)})")
+        return 0
+    found = runtime.verify(root, remove=True)
+    bad = [e for e in found if e.problem is not None]
+    for e in bad:
+        print(f"removed {e.path}: {e.problem}")
+    print(f"verified {root}: {len(found) - len(bad)} ok, {len(bad)} bad" + (" (removed; they are rebuilt on use)"
+                                                                          if bad else ""))
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# hw
+# ---------------------------------------------------------------------------
+
+
+_HW_EPILOG = """examples:
+  polytile hw list                      the presets
+  polytile hw show                      this machine, as detected (facts not found are marked as defaults)
+  polytile hw show nvidia-h100          a preset
+  polytile hw show mymachine.toml       your own descriptor (format: polytile/data/hardware/README.md)
+"""
+
+
+def add_hw_parser(subs, formatter, common) -> None:
+    """Register ``polytile hw`` on the subcommand parser."""
+    p = subs.add_parser("hw", formatter_class=formatter, epilog=_HW_EPILOG,
+                        help="show hardware descriptors (memory levels, SIMD, cores; GPUs)",
+                        description="Print a hardware descriptor: the detected host, a preset, or a file.")
+    p.add_argument("action", choices=("show", "list"), help="show one descriptor, or list the presets")
+    p.add_argument("name", nargs="?", metavar="NAME|FILE", help="preset name or file (default: host)")
+    common(p, sub=True)
+    p.set_defaults(handler=cmd_hw)
+
+
+def cmd_hw(args) -> int:
+    from .. import hardware
+
+    if args.action == "list":
+        for name in ["host"] + [p for p in hardware.presets() if p != "host"]:
+            print(name)
+        return 0
+    print(hardware.format(hardware.load(args.name or "host")))
+    return 0
