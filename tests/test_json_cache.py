@@ -177,3 +177,21 @@ def test_counts_verify_and_kernels_untouched(cache):
 
 def test_module_doc_example():
     assert json_cache.json_path("tune", "ab12", "/c").as_posix() == "/c/tune/ab12.json"
+
+
+def test_cache_command_counts_and_verifies_documents(cache, monkeypatch, capsys):
+    from polytile.cli import main as cli_main
+
+    monkeypatch.setenv("POLYTILE_CACHE_DIR", str(cache))
+    runtime.json_put("tune", "good", {"x": 1}, cache)
+    runtime.json_put("opt", "k1", {"text": "int x;"}, cache)
+    bad = runtime.json_put("opt", "k2", {"text": "int y;"}, cache)
+    bad.write_text(bad.read_text()[:-5])  # truncated
+    with config.override(cache_dir=cache):
+        assert cli_main(["cache", "info"]) == 0
+        out = capsys.readouterr().out
+        assert "tune       1 saved tuning result(s)" in out and "opt        2 saved optimiser result(s)" in out
+        assert cli_main(["cache", "verify"]) == 0
+        out = capsys.readouterr().out
+        assert f"removed {bad}" in out and "1 bad" in out and not bad.exists()
+    assert runtime.json_get("opt", "k1", cache) == {"text": "int x;"}

@@ -14,7 +14,8 @@ from ..memory import bytes_text
 
 _CACHE_EPILOG = """examples:
   polytile cache info        where the cache is, how many libraries, how many bytes
-  polytile cache verify      re-hash every library; remove damaged or foreign ones (they are rebuilt on use)
+  polytile cache verify      re-hash every library and saved result; remove damaged or foreign ones
+                             (they are rebuilt on use)
   polytile cache clear       delete everything (safe when no polytile process is running)
 
 The cache directory must belong to you and not be writable by group or others,
@@ -34,6 +35,10 @@ def add_cache_parser(subs, formatter, common) -> None:
     p.set_defaults(handler=cmd_cache)
 
 
+#: What `cache info` calls the documents of a namespace.
+_DOCUMENTS = {"tune": "saved tuning result(s)", "opt": "saved optimiser result(s)"}
+
+
 def cmd_cache(args) -> int:
     from .. import runtime
 
@@ -42,14 +47,17 @@ def cmd_cache(args) -> int:
         i = runtime.info(root)
         print(f"directory  {i['dir']}")
         print(f"libraries  {i['libraries']}")
-        print(f"tune       {i['tune_results']} saved result(s)")
+        # The JSON documents beside the libraries, one namespace each (see polytile.runtime.json_cache).
+        counts = {"tune": 0, **runtime.json_counts(root)}
+        for ns, n in sorted(counts.items()):
+            print(f"{ns:<10} {n} {_DOCUMENTS.get(ns, 'saved document(s)')}")
         print(f"size       {bytes_text(i['bytes'])}")
         return 0
     if args.action == "clear":
         freed = runtime.clear(root)
         print(f"removed everything in {root} ({bytes_text(freed)})")
         return 0
-    found = runtime.verify(root, remove=True)
+    found = runtime.verify(root, remove=True) + runtime.json_verify(root, remove=True)
     bad = [e for e in found if e.problem is not None]
     for e in bad:
         print(f"removed {e.path}: {e.problem}")
