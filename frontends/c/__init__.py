@@ -6,7 +6,8 @@
 
 See :mod:`.extract` for what is modelled and what is refused.
 """
-from .extract import CParam, CScop, extract, file_globals, show, splice
+from .cscop import CParam, CScop, show, splice
+from .extract import extract, file_globals
 from .source import CFrontendError
 
 __all__ = ["extract", "file_globals", "show", "splice", "CScop", "CParam", "CFrontendError"]

@@ -28,7 +28,7 @@ Integer macros defined elsewhere -- an included header (PolyBench's
 value ends up in the optimised code.  Their definitions and where they come
 from are read with ``cpp -dD`` (:attr:`Source.defines`), so that the
 optimiser can guard its output against a build with another value
-(:func:`polytile.frontends.c.extract.macro_guards`).
+(:meth:`polytile.frontends.c.scop_build._ScopBuilder.macro_guards`).
 
 ``cpp_args`` (``-I DIR``, ``-D NAME[=VALUE]``, ``-U NAME``, ``-std=...``, as
 ``polytile opt`` passes them) reach the preprocessor like gcc's; a file is

@@ -1,0 +1,136 @@
+"""What the C frontend knows about a declared name: its :class:`_Sym` (kind, dtype, extents, qualifiers).
+
+Declarations at file scope, function parameters, locals and declarations
+inside a region all become :class:`_Sym` records: an arithmetic scalar, an
+array (with its extents, and whether it is reached through a pointer,
+``restrict``), a function, or something the frontend does not model.
+Element types are numpy dtype names (:func:`_dtype`).
+:data:`PURE_FUNCTIONS` are the functions a statement may call without the
+file declaring them pure.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Mapping, Optional, Sequence, Tuple
+
+from pycparser import c_ast
+
+
+_TYPEDEF_DTYPES = {
+    "size_t": "uint64", "ssize_t": "int64", "ptrdiff_t": "int64", "intptr_t": "int64", "uintptr_t": "uint64",
+    "int8_t": "int8", "int16_t": "int16", "int32_t": "int32", "int64_t": "int64", "uint8_t": "uint8",
+    "uint16_t": "uint16", "uint32_t": "uint32", "uint64_t": "uint64", "bool": "bool", "_Bool": "bool",
+}
+
+
+def _dtype(names: Sequence[str], typedefs: Mapping[str, Sequence[str]]) -> Optional[str]:
+    """numpy dtype name of a C arithmetic type (``double`` -> float64, ``int`` -> int32, ...)."""
+    ws = list(names)
+    if len(ws) == 1 and ws[0] in typedefs:
+        return _dtype(typedefs[ws[0]], typedefs)
+    if len(ws) == 1 and ws[0] in _TYPEDEF_DTYPES:
+        return _TYPEDEF_DTYPES[ws[0]]
+    unsigned = "unsigned" in ws
+    if "double" in ws:
+        return "longdouble" if "long" in ws else "float64"
+    if "float" in ws:
+        return "float32"
+    if "_Bool" in ws:
+        return "bool"
+    if "char" in ws:
+        return "uint8" if unsigned else "int8"
+    if "short" in ws:
+        return "uint16" if unsigned else "int16"
+    if "long" in ws:
+        return "uint64" if unsigned else "int64"
+    if set(ws) <= {"int", "signed", "unsigned"} and ws:
+        return "uint32" if unsigned else "int32"
+    return None
+
+
+def _is_integer(dtype: Optional[str]) -> bool:
+    return bool(dtype) and (dtype.startswith(("int", "uint")) or dtype == "bool")
+
+
+@dataclass
+class _Sym:
+    """What the frontend knows about a declared name."""
+
+    name: str
+    kind: str  # "scalar" | "array" | "func" | "other"
+    dtype: Optional[str]
+    dims: Tuple[Optional[c_ast.Node], ...] = ()  # extents of an array; None where unknown
+    restrict: bool = False
+    pointer: bool = False  # reached through a pointer (array parameter or pointer variable): may alias
+    ptrptr: bool = False  # double **: its rows are pointers too
+    origin: str = "local"  # "param" | "global" | "local" | "region"
+    decl: Optional[c_ast.Node] = None
+    volatile: bool = False  # every access must happen, in program order: never modelled
+
+    def describe(self) -> str:
+        if self.kind == "array":
+            return f"{'pointer' if self.pointer else 'array'} of {self.dtype or 'unknown type'}"
+        if self.kind == "scalar":
+            return f"{self.dtype} variable"
+        return {"func": "function", "other": "variable of a type the frontend does not model"}[self.kind]
+
+
+def _is_volatile(decl: c_ast.Decl) -> bool:
+    """``volatile`` anywhere in the declaration (the object, its elements, or what a pointer points to)."""
+    t: Optional[c_ast.Node] = decl
+    while t is not None:
+        if "volatile" in (getattr(t, "quals", None) or []) or "volatile" in (getattr(t, "dim_quals", None) or []):
+            return True
+        t = getattr(t, "type", None)
+        if not isinstance(t, c_ast.Node):
+            return False
+    return False
+
+
+def _sym_from_decl(decl: c_ast.Decl, origin: str, typedefs: Mapping[str, Sequence[str]]) -> _Sym:
+    sym = _sym_from_type(decl, origin, typedefs)
+    sym.volatile = _is_volatile(decl)
+    return sym
+
+
+def _sym_from_type(decl: c_ast.Decl, origin: str, typedefs: Mapping[str, Sequence[str]]) -> _Sym:
+    t = decl.type
+    if isinstance(t, c_ast.FuncDecl):
+        return _Sym(decl.name, "func", None, origin=origin, decl=decl)
+    dims: List[Optional[c_ast.Node]] = []
+    restrict = pointer = ptrptr = False
+    if isinstance(t, c_ast.PtrDecl):
+        pointer, restrict = True, "restrict" in (t.quals or [])
+        dims.append(None)
+        t = t.type
+        if isinstance(t, c_ast.PtrDecl):
+            ptrptr = True
+            dims.append(None)
+            t = t.type
+    first = True
+    while isinstance(t, c_ast.ArrayDecl):
+        if first and origin == "param" and not pointer:
+            # An array parameter is a pointer (C adjusts its type); restrict goes inside its brackets.
+            pointer, restrict = True, "restrict" in (t.dim_quals or [])
+        dims.append(t.dim)
+        t = t.type
+        first = False
+    dtype = None
+    if isinstance(t, c_ast.TypeDecl):
+        if isinstance(t.type, c_ast.IdentifierType):
+            dtype = _dtype(t.type.names, typedefs)
+        elif isinstance(t.type, c_ast.Enum):
+            dtype = "int32"
+    if dims:
+        return _Sym(decl.name, "array", dtype, tuple(dims), restrict, pointer, ptrptr, origin, decl)
+    return _Sym(decl.name, "scalar" if dtype else "other", dtype, origin=origin, decl=decl)
+
+
+#: Functions a scop statement may call without a declaration saying so: C's math.h functions
+#: (double and float versions) and stdlib.h's integer ``abs``.  Their results depend on their
+#: arguments only; the one thing they may change, ``errno``, is not treated as an output.
+_MATH = ("sqrt cbrt exp exp2 expm1 log log2 log10 log1p logb pow sin cos tan asin acos atan atan2 sinh cosh tanh "
+         "asinh acosh atanh fabs floor ceil round trunc rint nearbyint lround llround lrint llrint fmod remainder "
+         "fmin fmax fdim fma hypot erf erfc tgamma lgamma copysign nextafter ldexp scalbn ilogb").split()
+PURE_FUNCTIONS = frozenset([*_MATH, *(f + "f" for f in _MATH), *(f + "l" for f in _MATH),
+                            "abs", "labs", "llabs", "isnan", "isinf", "isfinite", "signbit"])
