@@ -1,0 +1,33 @@
+"""The calibrated constants of the CPU cost model (see "Calibration" in the :mod:`polytile.cost` docstring)."""
+from __future__ import annotations
+
+#: Images whose bounding box holds at most this many cells are counted exactly.
+EXACT_CELLS = 1 << 16
+#: Fraction of a cache a tile may fill before conflicts evict it.
+FIT = 0.75
+#: Register micro-kernel: fraction of the port-model rate reached (loop overhead, C loads/stores).
+KERNEL_EFF = 0.9
+#: gcc-vectorised innermost loop: fraction of peak (loads and stores of every operand each iteration).
+EFF_VECTOR = 0.4
+#: Vectors' worth of time a vectorised loop loses per execution (set-up, remainder checks):
+#: a loop of T vectors runs at T / (T + VECTOR_STARTUP) of EFF_VECTOR.
+VECTOR_STARTUP = 3.0
+#: Innermost reduction loop: fraction of one scalar FMA pipe used by the dependent chain.
+EFF_REDUCTION = 0.3
+#: Scalar (strided, unvectorised) innermost loop: fraction of one scalar FMA pipe.
+EFF_SCALAR = 0.5
+#: Cycles of an FMA's latency (Skylake..Sapphire Rapids, Zen 3/4: 4).
+FMA_LATENCY = 4.0
+#: Loads per cycle the register micro-kernel sustains (its A broadcasts and B vectors).
+LOAD_PORTS = 2.0
+#: Seconds per entry into an OpenMP parallel region (fork + join barrier).
+OMP_REGION_S = 3e-6
+#: Independent vector accumulations a plain vectorised loop needs per step of its
+#: reduction loop to hide the store-to-load forwarding + FMA latency.
+VECTOR_CHAINS = 8.0
+#: Widest vector gcc's auto-vectoriser uses (-mprefer-vector-width=256 on AVX-512 parts).
+PLAIN_VECTOR_BYTES = 32
+#: Page size: a cache whose sets span at most a page (sets * line <= page, the
+#: virtually indexed L1) maps addresses to sets by their page offset, so the
+#: set conflicts of power-of-two strides are predictable there.
+PAGE_BYTES = 4096

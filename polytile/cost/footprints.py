@@ -1,0 +1,293 @@
+"""What the cost model knows of a statement, and the footprints of its instance sets.
+
+A statement's accesses, item sizes, extents and instance count (cached per
+Statement object); the bytes or cache lines of each array an instance set
+touches (:func:`footprint`), counted exactly or by the strided bounding box;
+the cache sets those lines map to on the levels whose sets span at most a page.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import islpy as isl
+
+from ..hardware import dtype_bytes
+from ..poly import body as B
+from ..poly.scop import Statement
+from .constants import EXACT_CELLS, PAGE_BYTES
+
+# ---------------------------------------------------------------------------
+# Statements: accesses, item sizes, extents (cached per Statement object)
+# ---------------------------------------------------------------------------
+
+
+class _StmtInfo:
+    """What the model needs of one statement, computed once."""
+
+    def __init__(self, stmt: Statement):
+        self.stmt = stmt
+        ctx = stmt.domain.get_ctx()
+        self.ctx = ctx
+        # acc_a: the statement's own access relations (reads and the write, per array), so
+        # statements that carry explicit accesses (the C frontend) are measured the same way.
+        acc: Dict[str, isl.Map] = {}
+        maps: List[isl.Map] = []
+        stmt.reads().foreach_map(maps.append)
+        maps.append(stmt.write_map())
+        for m in maps:
+            array = m.get_tuple_name(isl.dim_type.out)
+            acc[array] = acc[array].union(m) if array in acc else m
+        # Item sizes from the body's loads and stored value; the Scop's arrays refine them (_info).
+        items: Dict[str, int] = {}
+        loads = list(B.loads(stmt.body.value))
+        for e in stmt.body.index:
+            loads.extend(B.loads(e))
+        for ld in loads:
+            items.setdefault(ld.array, dtype_bytes(ld.dtype))
+        items.setdefault(stmt.body.array, dtype_bytes(stmt.body.value.dtype))
+        for array in acc:
+            items.setdefault(array, 4)
+        self.access = acc
+        self.itemsize = items
+        self.written = stmt.write_map().get_tuple_name(isl.dim_type.out)
+        n = len(stmt.iters)
+        dom = stmt.domain
+        self.lo: Dict[str, int] = {}
+        self.extent: Dict[str, int] = {}
+        if not dom.is_empty():
+            for d, it in enumerate(stmt.iters):
+                lo = dom.dim_min_val(d)
+                hi = dom.dim_max_val(d)
+                if lo.is_int() and hi.is_int():
+                    self.lo[it] = int(lo.to_python())
+                    self.extent[it] = int(hi.to_python()) - self.lo[it] + 1
+        self.n = n
+        self.ops = ops_per_instance(stmt.body)
+        self._count: Optional[int] = None
+        self.fp_cache: Dict[tuple, Dict[str, int]] = {}
+
+    @property
+    def count(self) -> int:
+        """``|D|``: the product of the extents when D is its bounding box, else isl's count_val."""
+        if self._count is None:
+            dom = self.stmt.domain
+            if dom.is_empty():
+                self._count = 0
+            elif len(self.extent) == self.n and dom.is_equal(self.box_set({})):
+                self._count = math.prod(self.extent.values()) if self.n else 1
+            else:
+                self._count = int(dom.count_val().to_python())
+        return self._count
+
+    def box_set(self, box: Mapping[str, Tuple[int, int]]) -> isl.Set:
+        """``{ S[x] : lo_x <= x < lo_x + size_x }`` (iterators not in ``box`` over their bounding range)."""
+        s = isl.Set.universe(self.stmt.domain.get_space())
+        for d, it in enumerate(self.stmt.iters):
+            if it in box:
+                lo, size = box[it]
+            elif it in self.extent:
+                lo, size = self.lo[it], self.extent[it]
+            else:
+                continue
+            s = s.lower_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(self.ctx, int(lo)))
+            s = s.upper_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(self.ctx, int(lo) + int(size) - 1))
+        return s
+
+
+_INFO: "weakref.WeakKeyDictionary[Statement, _StmtInfo]" = weakref.WeakKeyDictionary()
+
+
+def _info(stmt: Statement, arrays=None) -> _StmtInfo:
+    """The statement's cached facts; ``arrays`` (a Scop's) give the true item sizes."""
+    info = _INFO.get(stmt)
+    if info is None:
+        info = _StmtInfo(stmt)
+        _INFO[stmt] = info
+    if arrays:
+        sizes = {a.name: dtype_bytes(a.dtype) for a in arrays if a.name in info.access}
+        if any(info.itemsize.get(k) != v for k, v in sizes.items()):
+            info.itemsize.update(sizes)
+            info.fp_cache.clear()  # footprints in bytes were computed with other sizes
+    return info
+
+
+def ops_per_instance(store: B.Store) -> int:
+    """Arithmetic operations per instance: the value's + - * / //, negations, calls, and the reduction.
+
+    Index arithmetic inside loads is address computation, not counted.
+
+    >>> # C[i, j] += A[i, k] * B[k, j]  ->  2 (one multiply, one add)
+    """
+    def count(node) -> int:
+        if isinstance(node, B.Load):
+            return 0
+        own = 1 if isinstance(node, (B.Bin, B.Call, B.Neg)) else 0
+        return own + sum(count(c) for c in B.children(node))
+
+    return (1 if store.reduce is not None else 0) + count(store.value)
+
+
+# ---------------------------------------------------------------------------
+# Counting images
+# ---------------------------------------------------------------------------
+
+
+def _hull(s: isl.Set) -> Tuple[int, List[int]]:
+    """Cells of ``s``'s strided bounding box and its per-dimension sizes: ``(max - min) / stride + 1``."""
+    sizes = []
+    for d in range(s.dim(isl.dim_type.set)):
+        lo, hi = s.dim_min_val(d), s.dim_max_val(d)
+        if not (lo.is_int() and hi.is_int()):
+            raise ValueError(f"unbounded image dimension {d}: {s}")
+        stride = s.get_stride(d)
+        st = int(stride.to_python()) if stride.is_int() and stride.to_python() > 0 else 1
+        sizes.append((int(hi.to_python()) - int(lo.to_python())) // st + 1)
+    return math.prod(sizes), sizes
+
+
+def _cells(s: isl.Set, cap: Optional[int] = None) -> int:
+    """Points of ``s``: exact (count_val) when its hull has <= EXACT_CELLS cells, else the hull (<= cap)."""
+    if s.is_empty():
+        return 0
+    vol, _ = _hull(s)
+    if vol <= EXACT_CELLS:
+        return int(s.count_val().to_python())
+    return vol if cap is None else min(vol, cap)
+
+
+def _line_map(info: _StmtInfo, array: str, nd: int, line_bytes: int) -> Optional[isl.Map]:
+    """``{ a[c0, .., c] -> a[c0, .., floor(c / e)] }`` with ``e`` elements per line."""
+    per = max(1, line_bytes // info.itemsize.get(array, 1))
+    if nd == 0 or per == 1:
+        return None
+    key = ("linemap", array, nd, per)
+    m = info.fp_cache.get(key)
+    if m is None:
+        xs = [f"c{d}" for d in range(nd)]
+        outs = xs[:-1] + [f"floor({xs[-1]}/{per})"]
+        m = isl.Map(f"{{ {array}[{', '.join(xs)}] -> {array}[{', '.join(outs)}] }}", context=info.ctx)
+        info.fp_cache[key] = m
+    return m
+
+
+def _image_sizes(info: _StmtInfo, inst: isl.Set, line_bytes: Optional[int]) -> Dict[str, int]:
+    """Bytes of each array touched by the instances ``inst`` (lines of ``line_bytes`` if given)."""
+    if inst.is_empty():
+        return {a: 0 for a in info.access}
+    n_inst = None
+    out = {}
+    for array, acc in info.access.items():
+        img = inst.apply(acc)
+        item = info.itemsize.get(array, 1)
+        if line_bytes:
+            lm = _line_map(info, array, img.dim(isl.dim_type.set), line_bytes)
+            if lm is not None:
+                img = img.apply(lm)
+            unit = line_bytes
+        else:
+            unit = item
+        vol, _ = _hull(img) if not img.is_empty() else (0, [])
+        if vol <= EXACT_CELLS:
+            cells = int(img.count_val().to_python()) if vol else 0
+        else:
+            if n_inst is None:
+                n_inst = _cells(inst)
+            cells = min(vol, n_inst * _n_refs(info, array))
+        out[array] = cells * unit
+    return out
+
+
+def _set_map(info: _StmtInfo, array: str, shape: Tuple[int, ...], line: int, nsets: int) -> isl.Map:
+    """``{ a[c] -> [floor(addr(c) / line) mod nsets] }`` with the row-major byte address of cell ``c``."""
+    key = ("setmap", array, shape, line, nsets)
+    m = info.fp_cache.get(key)
+    if m is None:
+        item = info.itemsize.get(array, 1)
+        xs = [f"c{d}" for d in range(len(shape))]
+        terms = []
+        for d, x in enumerate(xs):
+            stride = item * math.prod(shape[d + 1:])
+            terms.append(f"{stride}*{x}")
+        addr = " + ".join(terms) or "0"
+        m = isl.Map(f"{{ {array}[{', '.join(xs)}] -> set[(floor(({addr})/{line})) mod {nsets}] }}", context=info.ctx)
+        info.fp_cache[key] = m
+    return m
+
+
+def _sets_touched(info: _StmtInfo, inst: isl.Set, array: str, shape: Optional[Tuple[int, ...]],
+                  line: int, nsets: int) -> int:
+    """Cache sets the lines of ``array`` touched by ``inst`` map to (arrays assumed page-aligned).
+
+    ``nsets`` (all of them) when the shape is unknown: no conflict is assumed.
+    """
+    acc = info.access.get(array)
+    if acc is None or shape is None or len(shape) != acc.dim(isl.dim_type.out):
+        return nsets
+    img = inst.apply(acc).apply(_set_map(info, array, tuple(shape), line, nsets))
+    return 0 if img.is_empty() else int(img.count_val().to_python())
+
+
+def _box_sets(stmt: Statement, box: Mapping[str, Tuple[int, int]], shapes: Mapping[str, Tuple[int, ...]],
+              line: int, nsets: int) -> Dict[str, int]:
+    """:func:`_sets_touched` of every array for a box, cached like :func:`footprint`."""
+    return {a: _box_sets_one(stmt, box, a, shapes.get(a), line, nsets) for a in _info(stmt).access}
+
+
+def _box_sets_one(stmt: Statement, box: Mapping[str, Tuple[int, int]], array: str,
+                  shape: Optional[Tuple[int, ...]], line: int, nsets: int) -> int:
+    info = _info(stmt)
+    key = ("sets", tuple(sorted((k, int(v[0]), int(v[1])) for k, v in box.items())), array,
+           None if shape is None else tuple(shape), line, nsets)
+    hit = info.fp_cache.get(key)
+    if hit is None:
+        hit = _sets_touched(info, info.stmt.domain.intersect(info.box_set(box)), array, shape, line, nsets)
+        info.fp_cache[key] = hit
+    return hit
+
+
+def _conflict_levels(hw) -> List[Tuple[str, int, int, int]]:
+    """(name, line, sets, ways) of the cache levels whose sets span at most a page (see PAGE_BYTES)."""
+    out = []
+    for lv in hw.cache_levels():
+        ways = lv.associativity
+        if not ways:
+            continue
+        nsets = lv.size_bytes // (ways * lv.line_bytes)
+        if nsets >= 1 and nsets * lv.line_bytes <= PAGE_BYTES:
+            out.append((lv.name, lv.line_bytes, nsets, ways))
+    return out
+
+
+def _line_bytes(hw) -> int:
+    caches = hw.cache_levels()
+    return caches[0].line_bytes if caches else hw.dram.line_bytes
+
+
+def _n_refs(info: _StmtInfo, array: str) -> int:
+    """Number of access relations (basic maps) of ``array``: an instance touches at most that many cells."""
+    return max(1, info.access[array].n_basic_map())
+
+
+def footprint(stmt: Statement, box: Mapping[str, Tuple[int, int]], *,
+              line_bytes: Optional[int] = None) -> Dict[str, int]:
+    """Bytes of each array touched by the instances of ``stmt`` in ``box`` (intersected with the domain).
+
+    ``box`` is ``{iterator: (lo, size)}``; iterators it leaves out range over
+    the whole domain.  The image ``acc_a({ S[x] ∈ D : lo <= x < lo + size })``
+    is counted exactly with isl's ``count_val`` when its bounding box holds at
+    most :data:`EXACT_CELLS` cells, else measured by its strided bounding box
+    (see the package docstring).  With ``line_bytes`` the result is in cache
+    lines (times ``line_bytes``) instead of elements (times the item size).
+
+    >>> # matmul S0[i, j, k]: footprint(S0, {"i": (0, 4), "j": (0, 16), "k": (0, 8)})
+    >>> # -> {"A": 4*8*4, "B": 8*16*4, "C": 4*16*4}
+    """
+    info = _info(stmt)
+    key = (tuple(sorted((k, int(v[0]), int(v[1])) for k, v in box.items())), line_bytes)
+    hit = info.fp_cache.get(key)
+    if hit is None:
+        hit = _image_sizes(info, info.stmt.domain.intersect(info.box_set(box)), line_bytes)
+        info.fp_cache[key] = hit
+    return dict(hit)

@@ -1,0 +1,102 @@
+"""The cost model's entry points: :func:`predict_config` (a TileConfig's blocked nest) and :func:`predict`."""
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from ..hardware import CPUDescriptor, HardwareError
+from ..poly import body as B
+from .footprints import _box_sets_one, _conflict_levels, _info, _line_bytes, footprint
+from .nest import _classify_innermost, _leftover, _regtile_fraction, _stmt_dtype, _stmt_nest
+from .roofline import Prediction, _Nest, _chains, _evaluate, _plain_lanes
+
+# ---------------------------------------------------------------------------
+# predict_config: the blocked nest of a TileConfig, analytically
+# ---------------------------------------------------------------------------
+
+
+def predict_config(s, cfg, hw) -> Prediction:
+    """Predicted time of ``cfg``'s blocked nest (autotile's BLIS-style schedule) for its statement.
+
+    Only ``cfg.stmt`` is modelled (the configurations being ranked differ in
+    nothing else).  Fast: no schedule is built, footprints are boxes at the
+    domain's origin cached per box.  See the package docstring for the model.
+    """
+    if not isinstance(hw, CPUDescriptor):
+        raise HardwareError(f"the cost model describes CPUs; got a {getattr(hw, 'kind', type(hw).__name__)} descriptor")
+    st = s.scop.statement(s.resolve(cfg.stmt))
+    info = _info(st, s.scop.arrays)
+    E = info.extent
+    used = {x.name for e in st.body.index for x in B.walk(e) if isinstance(x, B.Iter)}
+    outer = [v for v in st.iters if v in used and v not in (cfg.i, cfg.j)]
+    reds = [v for v in st.iters if v not in used and v != cfg.k]
+    mc = max(1, min(cfg.mc, E[cfg.i]))
+    nc = max(1, min(cfg.nc, E[cfg.j]))
+    kc = max(1, min(cfg.kc, E[cfg.k]))
+    mr = max(1, min(cfg.mr, mc))
+    nr = max(1, min(cfg.nr, nc))
+    # Each loop: (name, iterator, step = points of the iterator one iteration covers, trips).
+    loops: List[Tuple[str, str, int, float]] = [(v, v, 1, float(E[v])) for v in outer]
+    tile = {"i": (f"{cfg.i}_t", cfg.i, mc, E[cfg.i] / mc), "j": (f"{cfg.j}_t", cfg.j, nc, E[cfg.j] / nc),
+            "k": (f"{cfg.k}_t", cfg.k, kc, E[cfg.k] / kc)}
+    loops += [tile[c] for c in cfg.order]
+    loops += [(f"{cfg.j}_t1", cfg.j, nr, nc / nr), (f"{cfg.i}_t1", cfg.i, mr, mc / mr)]
+    loops += [(v, v, 1, float(E[v])) for v in reds]
+    loops += [(cfg.k, cfg.k, 1, float(kc)), (cfg.i, cfg.i, 1, float(mr)), (cfg.j, cfg.j, 1, float(nr))]
+    line = _line_bytes(hw)
+    shapes = {a.name: tuple(a.shape) for a in s.scop.arrays}
+    conflict = _conflict_levels(hw)
+    fp_el, fp_ln = [], []
+    boxes = []
+    for depth in range(len(loops) + 1):
+        box = {}
+        for name, it, step, _ in loops[:depth]:
+            box[it] = (info.lo[it], step)
+        boxes.append(box)
+        fp_el.append(footprint(st, box))
+        fp_ln.append(footprint(st, box, line_bytes=line))
+    sets = {name: (ways, lambda l, a, lb=lb, n=nsets: _box_sets_one(st, boxes[l], a, shapes.get(a), lb, n))
+            for name, lb, nsets, ways in conflict}
+    names = [l[0] for l in loops]
+    par = names.index(cfg.parallel) if cfg.parallel in names else None
+    dtype = _stmt_dtype(s, st)
+    item = info.itemsize.get(info.written, 4)
+    vec = _plain_lanes(hw, dtype)
+    kind = _classify_innermost(st, cfg.j, False)
+    trips = [l[3] for l in loops]
+    if cfg.regtile:
+        regtile = (cfg.mr, cfg.nr, cfg.lanes)
+        f_i, rem_i = _regtile_fraction(E[cfg.i], mc, cfg.mr), _leftover(mc, cfg.mr)
+        f_j, rem_j = _regtile_fraction(E[cfg.j], nc, cfg.nr), _leftover(nc, cfg.nr)
+        full = f_i * f_j
+        # Partial blocks run the plain loops (k, rows, columns): columns left over at the
+        # end of each j-tile, and rows left over in full-width column blocks.
+        plain = [(1 - f_j, kind, float(rem_j), cfg.mr * rem_j / vec),
+                 (f_j * (1 - f_i), kind, float(cfg.nr), rem_i * cfg.nr / vec)]
+    else:
+        # The j loop runs nr iterations in full column blocks and the leftover of each nc-tile
+        # in the last one.
+        regtile, full = None, 0.0
+        f_j, rem_j = _regtile_fraction(E[cfg.j], nc, nr), _leftover(nc, nr)
+        chains = _chains(trips, fp_el, info.written, item, vec)
+        plain = [(f_j, kind, float(nr), chains), (1 - f_j, kind, float(rem_j), chains * rem_j / nr)]
+    nest = _Nest(st.name, names, trips, fp_el, fp_ln, info.written,
+                 float(info.ops * info.count), dtype, par, regtile, full, plain, sets=sets, itemsize=item)
+    return _evaluate([nest], hw)
+
+
+# ---------------------------------------------------------------------------
+# predict: any schedule, tiles from the time maps with isl
+# ---------------------------------------------------------------------------
+
+
+def predict(s, hw) -> Prediction:
+    """Predicted time of any schedule ``s``: every statement's nest, one after the other.
+
+    Tiles come from the time maps (isl), marks decide the code quality and
+    the parallelism; see the package docstring.  Slower than
+    :func:`predict_config` (tens of ms per statement).
+    """
+    if not isinstance(hw, CPUDescriptor):
+        raise HardwareError(f"the cost model describes CPUs; got a {getattr(hw, 'kind', type(hw).__name__)} descriptor")
+    nests = [n for n in (_stmt_nest(s, name, hw) for name, _ in s.stmts) if n is not None]
+    return _evaluate(nests, hw)
