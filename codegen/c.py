@@ -5,9 +5,10 @@ convention (``int entry(void *a0, void *a1, ...)``: inputs, outputs,
 temporaries; returns 0).  Arrays are re-typed as pointers to fixed-size
 arrays, so accesses read like the source: ``C[i][j] += A[i][k] * B[k][j]``.
 
-Schedule-tree marks drive the loop decorations:
-
-* ``parallel`` above a band -> ``#pragma omp parallel for schedule(static)``
+Schedule-tree marks (:mod:`polytile.scheduling.marks`, decoded once per mark
+node) drive the loop decorations, register tiles, packed panels and contracted
+temporaries; see :class:`AstPrinter`.  Statement bodies are printed by
+:mod:`.c_expr`, whose prelude of helper functions starts every unit.
 
 A statement instance ``S0(c0, c1, c2)`` of the AST becomes a block binding
 the statement's iterators to the AST expressions, then the body::
@@ -18,10 +19,9 @@ the statement's iterators to the AST expressions, then the body::
 from __future__ import annotations
 
 import itertools
-import math
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import cgen
 import islpy as isl
@@ -31,87 +31,10 @@ from polytile.deadline import interrupts_after
 from polytile.errors import InternalError, ScheduleError
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
+from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, Reduction, RegTile, Simd, Unroll, decode, encode
 
 from . import microkernel, pack
-
-CTYPE = dict(D.C_TYPES)
-_FLOAT = ("float32", "float64")
-
-_INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-_SELECTABLE = ("bool",) + _INTS + ("float32", "float64")
-
-
-def _typed_helpers() -> str:
-    """The prelude's per-dtype helpers, one template each (C types from :mod:`polytile.dtypes`)."""
-    t = D.C_TYPES
-    out = []
-    for n in _INTS:
-        out.append(f"static inline {t[n]} pt_max_{n}({t[n]} a, {t[n]} b) {{ return a > b ? a : b; }}")
-        out.append(f"static inline {t[n]} pt_min_{n}({t[n]} a, {t[n]} b) {{ return a < b ? a : b; }}")
-    out.append("static inline _Bool pt_max_bool(_Bool a, _Bool b) { return a || b; }")
-    out.append("static inline _Bool pt_min_bool(_Bool a, _Bool b) { return a && b; }")
-    out.append("/* C's integer division (toward zero), pinned down where C leaves it undefined: x / 0 == 0 and "
-               "MIN / -1 wraps. */")
-    for n in _INTS:
-        c = t[n]
-        if D.is_unsigned(n):
-            out.append(f"static inline {c} pt_div_{n}({c} a, {c} b) {{ return b ? ({c})(a / b) : 0; }}")
-        else:
-            out.append(f"static inline {c} pt_div_{n}({c} a, {c} b) {{ return b == 0 ? 0 : (b == -1 ? "
-                       f"({c})(0 - (u{c})a) : ({c})(a / b)); }}")
-    out.append("static inline _Bool pt_div_bool(_Bool a, _Bool b) { return a && b; }")
-    out.append("/* float -> integer as PlaidML's kernels convert: truncate to 64 bits, keep the low bits; NaN and "
-               "|x| >= 2^63 give 0. */")
-    for n in _INTS:
-        out.append(f"static inline {t[n]} pt_cvt_{n}(double x) {{ return (x > -9223372036854775808.0 && "
-                   f"x < 9223372036854775808.0) ? ({t[n]})(uint64_t)(int64_t)x : 0; }}")
-    out.append("static inline _Bool pt_cvt_bool(double x) { return x - x == 0 && (x >= 1.0 || x <= -1.0); }")
-    out.append("static inline long pt_clamp(long x, long lo, long hi) { return x < lo ? lo : (x > hi ? hi : x); }")
-    out.append("/* Selects as functions: both operands are evaluated (always safe here), so gcc never\n"
-               "   if-converts the branch into masked loads -- gcc 12 at -O3 vectorises `c ? A[i] : X[i]`\n"
-               "   over short inner loops wrongly (tests/test_codegen_select.py). */")
-    for n in _SELECTABLE:
-        c = t[n]
-        out.append(f"static inline {c} pt_sel_{n}(int k, {c} t, {c} e) {{ return k ? t : e; }}")
-        out.append(f"static inline {c} pt_pmax_{n}({c} a, {c} b) {{ return a < b ? b : a; }}")
-        out.append(f"static inline {c} pt_pmin_{n}({c} a, {c} b) {{ return a < b ? a : b; }}")
-        out.append(f"static inline {c} pt_relu_{n}({c} a) {{ return a < 0 ? 0 : a; }}")
-        if n == "bool" or D.is_unsigned(n):
-            out.append(f"static inline {c} pt_abs_{n}({c} a) {{ return a; }}")
-        else:
-            out.append(f"static inline {c} pt_abs_{n}({c} a) {{ return a < 0 ? ({c})(-a) : a; }}")
-    return "\n".join(out) + "\n"
-
-
-_TYPED_HELPERS = _typed_helpers()
-
-
-PRELUDE = r"""#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-
-/* isl AST helpers: floord(n, d) rounds toward -infinity (d > 0). */
-#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
-#define min(a, b) ((a) < (b) ? (a) : (b))
-#define max(a, b) ((a) > (b) ? (a) : (b))
-
-static inline long pt_floordiv(long a, long b) { return floord(a, b); }
-/* numpy semantics: maximum/minimum propagate NaN. */
-static inline float pt_max_float32(float a, float b) { return (a != a || a > b) ? a : b; }
-static inline float pt_min_float32(float a, float b) { return (a != a || a < b) ? a : b; }
-static inline double pt_max_float64(double a, double b) { return (a != a || a > b) ? a : b; }
-static inline double pt_min_float64(double a, double b) { return (a != a || a < b) ? a : b; }
-""" + _TYPED_HELPERS + r"""/* PlaidML's round(): half away from zero. */
-static inline double pt_round(double x) { return x < 0 ? -floor(-x + 0.5) : floor(x + 0.5); }
-static inline float pt_roundf(float x) { return x < 0 ? -floorf(-x + 0.5f) : floorf(x + 0.5f); }
-/* numpy integer power (non-negative exponents; negative ones give 0 like C truncation). */
-static inline int64_t pt_ipow(int64_t b, int64_t e) {
-  int64_t r = 1;
-  if (e < 0) return (b == 1) ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
-  while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
-  return r;
-}
-"""
+from .c_expr import PRELUDE, BodyPrinter, ctype
 
 
 @dataclass(frozen=True)
@@ -127,157 +50,6 @@ class KernelSource:
         return self.text
 
 
-def ctype(dtype: str) -> str:
-    try:
-        return CTYPE[dtype]
-    except KeyError:
-        raise InternalError(f"no C type for dtype {dtype}") from None
-
-
-# ---------------------------------------------------------------------------
-# Statement bodies
-# ---------------------------------------------------------------------------
-
-
-def c_const(value, dtype: str) -> str:
-    """A C literal of ``dtype`` with the exact value numpy would hold."""
-    if dtype == "bool":
-        return "1" if value else "0"
-    if dtype in _FLOAT:
-        v = float(value)
-        if math.isnan(v):
-            text = "NAN"
-        elif math.isinf(v):
-            text = "INFINITY" if v > 0 else "-INFINITY"
-        else:
-            text = repr(v)
-        return f"(({ctype(dtype)}){text})"
-    v = int(value)
-    if dtype.startswith("uint"):
-        return f"(({ctype(dtype)}){v}ULL)" if v >= 2 ** 31 else str(v)
-    if v == -(2 ** 63):
-        return "INT64_MIN"
-    if v < 0:
-        # Parenthesised: '-(-2)' must never print as '--2'.
-        return f"({v})" if -(2 ** 31) < v else f"({v}LL)"
-    return str(v) if v < 2 ** 31 else f"{v}LL"
-
-
-class BodyPrinter:
-    """Renders :mod:`polytile.poly.body` nodes as C expressions."""
-
-    def __init__(self, arrays: Dict[str, Array]):
-        self.arrays = arrays
-        self.locals: Dict[str, str] = {}  # array -> scalar replacing it (array contraction)
-
-    def access(self, array: str, index) -> str:
-        if array in self.locals:
-            return self.locals[array]
-        if not index:
-            return f"{array}[0]"
-        return array + "".join(f"[{self.expr(i)}]" for i in index)
-
-    def as_type(self, n: B.Node, dtype: str) -> str:
-        text = self.expr(n)
-        if n.dtype == dtype:
-            return text
-        if D.is_integer(dtype) and D.is_float(n.dtype):
-            return f"pt_cvt_{dtype}({text})"
-        return f"(({ctype(dtype)})({text}))"
-
-    def expr(self, n: B.Node) -> str:
-        if isinstance(n, B.Iter):
-            return n.name
-        if isinstance(n, B.Const):
-            return c_const(n.value, n.dtype)
-        if isinstance(n, B.Load):
-            return self.access(n.array, n.index)
-        if isinstance(n, B.Neg):
-            return self._narrow(f"(-{self.as_type(n.operand, n.dtype)})", n.dtype)
-        if isinstance(n, B.Clamp):
-            return f"pt_clamp({self.as_type(n.operand, 'int64')}, {n.lo}, {n.hi})"
-        if isinstance(n, B.Cast):
-            return self.as_type(n.operand, n.dtype)
-        if isinstance(n, B.Bin):
-            if n.op == "//":
-                return f"pt_floordiv({self.expr(n.a)}, {self.expr(n.b)})"
-            a, b = self.as_type(n.a, n.dtype), self.as_type(n.b, n.dtype)
-            if n.op == "/" and n.dtype not in _FLOAT:  # index arithmetic divides with '//'; '/' is a value's
-                return f"pt_div_{n.dtype}({a}, {b})"
-            if n.op in ("<<", ">>"):
-                # Count modulo the width (the oracle's rule); shift the unsigned bits so '<<' never overflows.
-                w = D.width(n.dtype)
-                if n.dtype == "bool":
-                    return f"((_Bool)((({a}) {n.op} (({b}) & 7)) & 1))"
-                u = "u" + n.dtype if not n.dtype.startswith("u") else n.dtype
-                return f"(({ctype(n.dtype)})(({ctype(u)})({a}) {n.op} (({b}) & {w - 1})))" if n.op == "<<" \
-                    else f"(({ctype(n.dtype)})(({a}) >> (({b}) & {w - 1})))"
-            return self._narrow(f"({a} {n.op} {b})", n.dtype)
-        if isinstance(n, B.Cmp):
-            return f"({self.as_type(n.a, n.operand_dtype)} {n.op} {self.as_type(n.b, n.operand_dtype)})"
-        if isinstance(n, B.Select):
-            d = _helper_dtype(n.dtype)
-            text = f"pt_sel_{d}({self.as_type(n.cond, 'bool')}, {self.as_type(n.then, d)}, {self.as_type(n.else_, d)})"
-            return text if d == n.dtype else f"(({ctype(n.dtype)}){text})"
-        if isinstance(n, B.Call):
-            return self.call(n)
-        raise InternalError(f"cannot print body node {n!r}")
-
-    def _narrow(self, text: str, dtype: str) -> str:
-        """C computes narrow integers in int: convert back so the value wraps as the oracle's does."""
-        if dtype in ("bool", "int8", "int16", "uint8", "uint16"):
-            return f"(({ctype(dtype)}){text})"
-        return text
-
-    def call(self, n: B.Call) -> str:
-        """Builtins with PlaidML's meaning (see :mod:`polytile.elemwise`)."""
-        d = n.dtype
-        f = n.func
-        isf = d in _FLOAT
-        suffix = "f" if d == "float32" else ""
-        args = [self.as_type(a, d) for a in n.args]
-        one = c_const(1, d)
-        math_name = {"asin": "asin", "acos": "acos", "atan": "atan", "erf": "erf"}.get(f, f)
-        if f in ("exp", "log", "sqrt", "tanh", "sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "erf",
-                 "floor", "ceil", "round", "pow"):
-            name = "pt_round" if f == "round" else math_name
-            if isf:
-                return f"{name}{suffix}({', '.join(args)})"
-            # An integer argument: computed in double, truncated back (the oracle's rule).
-            dargs = ", ".join(f"(double)({a})" for a in args)
-            return f"pt_cvt_{d}({name}({dargs}))"
-        h = _helper_dtype(d)
-        # Render each argument once, and use helpers that take each once: nested calls must stay
-        # linear in size, not duplicate their operands' text.
-        hargs = args if h == d else [f"(({ctype(h)})({a}))" for a in args]
-        back = (lambda t: t) if h == d else (lambda t: f"(({ctype(d)}){t})")
-        if f == "abs":
-            return back(f"pt_abs_{h}({hargs[0]})")
-        if f == "max":
-            return back(f"pt_pmax_{h}({hargs[0]}, {hargs[1]})")
-        if f == "min":
-            return back(f"pt_pmin_{h}({hargs[0]}, {hargs[1]})")
-        if f == "relu":
-            return back(f"pt_relu_{h}({hargs[0]})")
-        if f == "sigmoid":
-            return f"({one} / ({one} + exp{suffix}(-{args[0]})))"
-        if f == "recip":
-            return f"({one} / {args[0]})" if isf else f"pt_div_{d}({one}, {args[0]})"
-        raise InternalError(f"no C rendering of builtin {f}() for {d}")
-
-    def store(self, s: B.Store) -> str:
-        arr = self.arrays[s.array]
-        target = self.access(s.array, s.index)
-        value = self.as_type(s.value, arr.dtype)
-        if s.reduce is None:
-            return f"{target} = {value};"
-        if s.reduce in ("+", "*"):
-            if arr.dtype in ("bool", "int8", "int16", "uint8", "uint16"):
-                return f"{target} = {self._narrow(f'({target} {s.reduce} {value})', arr.dtype)};"
-            return f"{target} {s.reduce}= {value};"
-        return f"{target} = pt_{s.reduce}_{arr.dtype}({target}, {value});"
-
-
 # ---------------------------------------------------------------------------
 # AST walking
 # ---------------------------------------------------------------------------
@@ -290,11 +62,14 @@ def _c(expr: isl.AstExpr) -> str:
 class AstPrinter:
     """Walks an isl AST and builds cgen nodes.
 
-    Marks from the schedule tree (see :mod:`polytile.scheduling.tree`):
-    ``parallel [op:array,...]`` -> ``#pragma omp parallel for`` (with
-    ``reduction(op:array[sections])``), ``simd`` -> ``#pragma omp simd``,
-    ``unroll N`` -> ``#pragma GCC unroll N``, ``local A`` -> a scalar that
-    replaces array ``A`` inside the marked subtree (array contraction).
+    Marks from the schedule tree (:mod:`polytile.scheduling.marks`, built by
+    :mod:`polytile.scheduling.tree`): :class:`Parallel` -> ``#pragma omp
+    parallel for`` (with ``reduction(op:array[sections])``), :class:`Simd` ->
+    ``#pragma omp simd``, :class:`Unroll` -> ``#pragma GCC unroll N`` (these
+    three decorate the next loop), :class:`Local` -> a scalar that replaces
+    array ``A`` inside the marked subtree (array contraction), :class:`Pack` ->
+    a packed panel (:mod:`.pack`), :class:`RegTile` -> a register tile
+    (:mod:`.microkernel`), :class:`Dim` -> a check that isl emitted the band's loop.
     """
 
     def __init__(self, scop: Scop, *, outline: bool = True):
@@ -328,7 +103,8 @@ class AstPrinter:
     def ctype(dtype: str) -> str:
         return ctype(dtype)
 
-    def node(self, n: isl.AstNode, marks: Tuple[str, ...] = ()) -> List:
+    def node(self, n: isl.AstNode, marks: Tuple[Mark, ...] = ()) -> List:
+        """C for the AST node ``n``; ``marks`` are the loop marks (parallel, simd, unroll) for the next loop."""
         t = n.get_type()
         if t == isl.ast_node_type.block:
             out: List = []
@@ -337,34 +113,38 @@ class AstPrinter:
                 out.extend(self.node(children.get_at(i)))
             return out
         if t == isl.ast_node_type.mark:
-            name = n.mark_get_id().get_name()
+            mark = decode(n.mark_get_id().get_name())
             inner = n.mark_get_node()
-            if name.startswith("local "):
-                arr = self.arrays[name.split(" ", 1)[1]]
-                if arr.name in self.unsafe_locals:
-                    return self.node(inner, marks)  # the array stays in memory (see _local_arrays)
-                self.locals.add(arr.name)
-                local = f"pt_l_{arr.name}"  # pt_*: never a user's name (polytile.names)
-                saved = dict(self.body.locals)
-                self.body.locals[arr.name] = local
-                inside = self.node(inner, marks)
-                self.body.locals = saved
-                return [cgen.Block([cgen.Line(f"{ctype(arr.dtype)} {local};")] + inside)]
-            if name.startswith("pack "):
-                return self._pack(n, name, inner, marks)
-            if name.startswith("regtile "):
-                code = microkernel.emit(self, inner, name, marks, lambda: self.node(inner, marks))
-                return code if code is not None else self.node(inner, marks)
-            if name.startswith("dim "):
-                # The band's own loop must be right here; if isl generated none (one
-                # iteration, or a value fixed by outer loops), its marks are dropped
-                # rather than passed to an inner loop they were never checked for.
-                if inner.get_type() == isl.ast_node_type.for_:
-                    return self.node(inner, marks)
-                if marks:
-                    self.notes.append(f"marks {', '.join(marks)} dropped: isl generated no loop for {name}")
-                return self.node(inner)
-            return self.node(inner, marks + (name,))
+            match mark:
+                case Local():
+                    arr = self.arrays[mark.array]
+                    if arr.name in self.unsafe_locals:
+                        return self.node(inner, marks)  # the array stays in memory (see _local_arrays)
+                    self.locals.add(arr.name)
+                    local = f"pt_l_{arr.name}"  # pt_*: never a user's name (polytile.names)
+                    saved = dict(self.body.locals)
+                    self.body.locals[arr.name] = local
+                    inside = self.node(inner, marks)
+                    self.body.locals = saved
+                    return [cgen.Block([cgen.Line(f"{ctype(arr.dtype)} {local};")] + inside)]
+                case Pack():
+                    return self._pack(n, mark, inner, marks)
+                case RegTile():
+                    code = microkernel.emit(self, inner, mark, lambda: self.node(inner, marks))
+                    return code if code is not None else self.node(inner, marks)
+                case Dim():
+                    # The band's own loop must be right here; if isl generated none (one
+                    # iteration, or a value fixed by outer loops), its marks are dropped
+                    # rather than passed to an inner loop they were never checked for.
+                    if inner.get_type() == isl.ast_node_type.for_:
+                        return self.node(inner, marks)
+                    if marks:
+                        self.notes.append(f"marks {', '.join(map(encode, marks))} dropped: "
+                                          f"isl generated no loop for {encode(mark)}")
+                    return self.node(inner)
+                case Parallel() | Simd() | Unroll():
+                    return self.node(inner, marks + (mark,))
+            raise InternalError(f"no C for schedule-tree mark {mark!r}")
         if t == isl.ast_node_type.for_:
             return self._for(n, marks)
         if t == isl.ast_node_type.if_:
@@ -376,12 +156,12 @@ class AstPrinter:
             return [self._user(n.user_get_expr())]
         raise InternalError(f"unexpected isl AST node type {t}")
 
-    def _pack(self, n: isl.AstNode, name: str, inner: isl.AstNode, marks: Tuple[str, ...]) -> List:
+    def _pack(self, n: isl.AstNode, mark: Pack, inner: isl.AstNode, marks: Tuple[Mark, ...]) -> List:
         """Copy the mark's footprint into a blocked buffer, then the subtree reading through it."""
         key = pack.annotation(n)
         fp = self.footprints.get(key) if key else None
         if fp is None or not self.allow_packs:
-            self.notes.append(f"{name} not applied: " + ("no footprint" if self.allow_packs else "no buffers in a C region"))
+            self.notes.append(f"{encode(mark)} not applied: " + ("no footprint" if self.allow_packs else "no buffers in a C region"))
             return self.node(inner, marks)
         arr = self.arrays[fp.array]
         k = len(self.pack_buffers)
@@ -403,10 +183,10 @@ class AstPrinter:
             self.packed, self.pack_scope = saved_packed, saved_scope
         return [cgen.Block(head + inside)]
 
-    def _reductions(self, mark: str) -> str:
+    def _reductions(self, mark: Union[Parallel, Simd]) -> str:
         """The ``reduction(...)`` clauses of a ``parallel op:A,...`` or ``simd op:s`` mark."""
         clause = ""
-        for op, arr in _mark_items(mark):
+        for op, arr in mark.reductions:
             if arr in self.arrays and self.arrays[arr].dtype == "bool":
                 # GCC combines _Bool partial results of '+' modulo 2 (1 + 1 -> 0), and '*' alike;
                 # on truth values the saturating sum is 'or' and the product 'and'.
@@ -428,10 +208,10 @@ class AstPrinter:
             clause += f" reduction({op}:{arr}{sections})"
         return clause
 
-    def _pragmas(self, marks: Tuple[str, ...], cyclic: bool = False) -> List[str]:
-        par = [m for m in marks if m.split(" ")[0] == "parallel"]
-        simd = [m for m in marks if m.split(" ")[0] == "simd"]
-        unroll = [m for m in marks if m.startswith("unroll ")]
+    def _pragmas(self, marks: Tuple[Mark, ...], cyclic: bool = False) -> List[str]:
+        par = [m for m in marks if isinstance(m, Parallel)]
+        simd = [m for m in marks if isinstance(m, Simd)]
+        unroll = [m for m in marks if isinstance(m, Unroll)]
         out = []
         if par:
             clause = "omp parallel for"
@@ -445,12 +225,12 @@ class AstPrinter:
             if out:
                 # An OpenMP loop pragma must be followed by its 'for'; GCC rejects another
                 # pragma in between, and unrolling a parallel/simd loop is the runtime's job.
-                self.notes.append(f"unroll dropped on a loop that is also {out[0].split()[1]}")
+                self.notes.append(f"unroll dropped on a loop that is also {'parallel' if par else 'simd'}")
             else:
-                out.append(f"GCC unroll {unroll[0].split(' ')[1]}")
+                out.append(f"GCC unroll {unroll[0].factor}")
         return out
 
-    def _accumulator(self, n: isl.AstNode, it: str, marks: Tuple[str, ...]) -> Tuple[Dict[str, str], Tuple, List, List]:
+    def _accumulator(self, n: isl.AstNode, it: str, marks: Tuple[Mark, ...]) -> Tuple[Dict[str, str], Tuple, List, List]:
         """A SIMD reduction into an array element (C statements) runs on a scalar accumulator.
 
         ``for (c5 ...) { const long i = c3; ...; C[i][j] += e; }`` becomes::
@@ -467,10 +247,10 @@ class AstPrinter:
         body is not that one statement, or whose cell moves with the loop, loses its simd
         mark (noted).
         """
-        simd = [m for m in marks if m.split(" ")[0] == "simd" and " " in m]
-        if not simd or not self.c_source or any(m.split(" ")[0] == "parallel" for m in marks):
+        simd = [m for m in marks if isinstance(m, Simd) and m.reductions]
+        if not simd or not self.c_source or any(isinstance(m, Parallel) for m in marks):
             return {}, marks, [], []
-        items = _mark_items(simd[0])
+        items = simd[0].reductions
         arrays = [a for _, a in items if a not in self.body.locals and self.arrays[a].shape]
         if not arrays:
             return {}, marks, [], []
@@ -500,7 +280,7 @@ class AstPrinter:
         dtype = self.arrays[st.body.array].dtype
         before.append(f"{ {'float32': 'float', 'float64': 'double'}.get(dtype, 'long long')} {acc} = "
                       f"{1 if op == '*=' else 0};")
-        clause = f"simd {'*' if op == '*=' else '+'}:{acc}"
+        clause = Simd((Reduction("*" if op == "*=" else "+", acc),))
         return {st.name: acc}, kept + (clause,), before, [f"{lhs} {'*=' if op == '*=' else '+='} {acc};"]
 
     def _serial_float_reduction(self, n: isl.AstNode, it: str) -> bool:
@@ -562,14 +342,14 @@ class AstPrinter:
         n.foreach_descendant_top_down(visit)
         return bool(over_tiles) and any(not _is_box(self.stmts[x].domain) for x in names if x in self.stmts)
 
-    def _for(self, n: isl.AstNode, marks: Tuple[str, ...]) -> List:
+    def _for(self, n: isl.AstNode, marks: Tuple[Mark, ...]) -> List:
         it = _c(n.for_get_iterator())
         init = _c(n.for_get_init())
         cond = _c(n.for_get_cond()) if not n.for_is_degenerate() else ""
         accumulate, before, after = {}, [], []
         if marks and not n.for_is_degenerate():
             accumulate, marks, before, after = self._accumulator(n, it, marks)
-        cyclic = any(m.split(" ")[0] == "parallel" for m in marks) and self._cyclic(n, it)
+        cyclic = any(isinstance(m, Parallel) for m in marks) and self._cyclic(n, it)
         pragmas = self._pragmas(marks, cyclic) if marks and not n.for_is_degenerate() else []
         if pragmas and not _canonical(cond, it):
             pragmas = [p for p in pragmas if p.startswith("GCC")]
@@ -646,20 +426,9 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BOOL_REDUCTION = {"+": "|", "*": "&", "max": "|", "min": "&"}
 
 
-def _helper_dtype(dtype: str) -> str:
-    """The prelude's helpers are written per dtype; float16 goes through float32 (exact for these ops)."""
-    return "float32" if dtype == "float16" else dtype
-
-
 def _comment(text: str) -> str:
     """Text safe inside ``/* ... */``."""
     return text.replace("*/", "* /").replace("\\\n", " ")
-
-
-def _mark_items(mark: str) -> List[Tuple[str, str]]:
-    """``[(op, array), ...]`` of a ``parallel +:C,max:M`` or ``simd +:s`` mark (none for a bare one)."""
-    parts = mark.split(" ", 1)
-    return [tuple(item.split(":")) for item in parts[1].split(",")] if len(parts) > 1 and parts[1] else []
 
 
 def _is_box(dom: isl.Set) -> bool:
@@ -691,10 +460,9 @@ def _local_arrays(ast: isl.AstNode) -> Tuple[set, set]:
 
     def visit(n: isl.AstNode) -> bool:
         if n.get_type() == isl.ast_node_type.mark:
-            name = n.mark_get_id().get_name()
-            if name.startswith("local "):
-                arr = name.split(" ", 1)[1]
-                count[arr] = count.get(arr, 0) + 1
+            mark = decode(n.mark_get_id().get_name())
+            if isinstance(mark, Local):
+                count[mark.array] = count.get(mark.array, 0) + 1
         return True
 
     ast.foreach_descendant_top_down(visit)

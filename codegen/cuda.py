@@ -54,7 +54,8 @@ from polytile.scheduling.core import Schedule
 from polytile.scheduling.gpu import (AXES, GpuMapping, OutOfResources, SharedPlan, SharedTile, launch_tree,
                                    promotion_plan, reduction_extents)
 
-from .c import PRELUDE, AstPrinter, BodyPrinter, KernelSource, _param_decl, _param_type, ctype
+from .c import AstPrinter, KernelSource, _param_decl, _param_type
+from .c_expr import PRELUDE, BodyPrinter, ctype
 
 _ORDER = {"input": 0, "inout": 1, "output": 2, "temp": 3}
 

@@ -1,9 +1,9 @@
 """Register tiling: an accumulator block held in vector registers (unroll-and-jam).
 
-A ``regtile`` mark sits on the outermost of ``n`` reduction loops that
-directly enclose two *block* loops ``i`` (``MR`` rows) and ``j`` (``NR``
-columns, unit stride in the output, ``NR`` a multiple of the SIMD lane count
-``V``).  For a statement like ``C[i][j] += A[i][k] * B[k][j]`` the emitted
+A ``regtile`` mark (:class:`~polytile.scheduling.marks.RegTile`) sits on the
+outermost of ``n`` reduction loops that directly enclose two *block* loops
+``i`` (``MR`` rows) and ``j`` (``NR`` columns, unit stride in the output,
+``NR`` a multiple of the SIMD lane count ``V``).  For a statement like ``C[i][j] += A[i][k] * B[k][j]`` the emitted
 code is, for a full ``MR x NR`` block::
 
     acc_r_v = C[i0 + r][j0 + v*V : +V]            for r < MR, v < NR/V
@@ -29,6 +29,7 @@ import cgen
 import islpy as isl
 
 from polytile.poly import body as B
+from polytile.scheduling.marks import RegTile
 
 VEC_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 
@@ -42,14 +43,6 @@ def vec_typedef(dtype: str, lanes: int, ctype: str) -> str:
     size = VEC_BYTES[dtype] * lanes
     return (f"typedef {ctype} {vec_type(dtype, lanes)} "
             f"__attribute__((vector_size({size}), aligned({VEC_BYTES[dtype]}), may_alias));")
-
-
-def parse_mark(name: str) -> Optional[Tuple[int, Tuple[str, int], Tuple[str, int], int]]:
-    """``regtile N i=MR j=NR V`` -> (N, (i, MR), (j, NR), V)."""
-    m = re.match(r"^regtile (\d+) (\w+)=(\d+) (\w+)=(\d+) (\d+)$", name)
-    if not m:
-        return None
-    return int(m.group(1)), (m.group(2), int(m.group(3))), (m.group(4), int(m.group(5))), int(m.group(6))
 
 
 def _depends(n: B.Node, it: str) -> bool:
@@ -70,17 +63,14 @@ def _ub(cond: str, it: str) -> str:
     raise _Fallback(f"loop condition {cond!r} not of the form {it} <= bound")
 
 
-def emit(printer, n: isl.AstNode, mark: str, marks, generic) -> Optional[List]:
-    """Code for a ``regtile`` mark, or None when the pattern does not apply.
+def emit(printer, n: isl.AstNode, mark: RegTile, generic) -> Optional[List]:
+    """Code for the subtree ``n`` of a ``regtile`` mark, or None when the pattern does not apply.
 
     ``printer`` is the AstPrinter (for bodies and C helpers); ``generic()``
     returns the generic code of the subtree for partial blocks.
     """
-    spec = parse_mark(mark)
-    if spec is None:
-        return None
     try:
-        return _emit(printer, n, spec, generic)
+        return _emit(printer, n, mark, generic)
     except _Fallback as why:
         printer.notes.append(f"regtile not applied: {why}")
         return None
@@ -90,8 +80,8 @@ def _c(e) -> str:
     return e.to_C_str()
 
 
-def _emit(printer, n: isl.AstNode, spec, generic) -> List:
-    nred, (iname, MR), (jname, NR), V = spec
+def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
+    nred, iname, MR, jname, NR, V = mark.reduction_loops, mark.rows, mark.mr, mark.cols, mark.nr, mark.lanes
     # Walk the chain: nred reduction loops, then the i and j block loops, then one statement.
     red_loops: List[Tuple[str, str, str, str]] = []
     node = n

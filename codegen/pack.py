@@ -1,9 +1,10 @@
 """Packing: copy an operand's tile footprint into a contiguous, blocked buffer.
 
-A ``pack A D BLOCK`` mark (see :func:`polytile.scheduling.transforms.pack`) sits
-just inside a loop.  While isl builds the AST, :func:`footprint_hook` computes
-the mark's footprint: with ``T`` the build's outer schedule (the iterators
-``c0..cL`` fixed at the mark) and ``R`` the reads of ``A``,
+A ``pack A D BLOCK`` mark (:class:`~polytile.scheduling.marks.Pack`, made by
+:func:`polytile.scheduling.transforms.pack`) sits just inside a loop.  While
+isl builds the AST, :func:`footprint_hook` computes the mark's footprint:
+with ``T`` the build's outer schedule (the iterators ``c0..cL`` fixed at the
+mark) and ``R`` the reads of ``A``,
 
     F = T^-1 . R            e.g. { [c0, c1, c2] -> B[k, j] : 16c2 <= k < 16c2 + 16 and 64c1 <= j < 64c1 + 64 }
 
@@ -33,6 +34,7 @@ import cgen
 import islpy as isl
 
 from polytile.poly.scop import Array, Scop
+from polytile.scheduling.marks import Pack, decode
 
 ALIGN = 64  # bytes: one cache line, and a full AVX-512 vector
 
@@ -90,14 +92,6 @@ class PackBuffer:
         return " + ".join(reversed(terms)) or "0"
 
 
-def parse_mark(name: str) -> Optional[Tuple[str, int, int]]:
-    """``"pack B 1 32"`` -> ``("B", 1, 32)``."""
-    parts = name.split()
-    if len(parts) != 4 or parts[0] != "pack":
-        return None
-    return parts[1], int(parts[2]), int(parts[3])
-
-
 def footprint_hook(scop: Scop, found: Dict[str, Footprint], errors: List[str]) -> Callable:
     """An isl ``after_each_mark`` callback that annotates pack marks with their footprint.
 
@@ -120,10 +114,10 @@ def footprint_hook(scop: Scop, found: Dict[str, Footprint], errors: List[str]) -
 
     def hook(node: isl.AstNode, build: isl.AstBuild) -> isl.AstNode:
         try:
-            spec = parse_mark(node.mark_get_id().get_name())
-            if spec is None:
+            mark = decode(node.mark_get_id().get_name())
+            if not isinstance(mark, Pack):
                 return node
-            array, dim, block = spec
+            array, dim, block = mark.array, mark.dim, mark.block
             fp = build.get_schedule().reverse().apply_range(reads_of(array))
             if fp.is_empty():
                 errors.append(f"pack {array}: nothing read under the mark")

@@ -1,5 +1,6 @@
 """Schedules (the ``scheduling`` stage; ``polytile.schedule(...)`` is the API call that builds one): data (:mod:`.core`), transformations (:mod:`.transforms`), isl's scheduler (:mod:`.auto`),
-array contraction (:mod:`.contract`), the isl tree, loop tree and JSON of a schedule (:mod:`.tree`)."""
+array contraction (:mod:`.contract`), the isl tree, loop tree and JSON of a schedule (:mod:`.tree`), the typed marks
+of that tree and their text (:mod:`.marks`)."""
 from .core import PARALLEL, SIMD, UNROLL, Schedule, Step, StmtSchedule
 from .transforms import (TRANSFORMS, apply_step, auto_parallel, distribute, fuse, interchange, pack, parallel, reorder,
                          regtile, reverse, shift, skew, split, tile, unmark, unroll, vectorize)

@@ -44,13 +44,14 @@ import islpy as isl
 from ..deps import Dependences
 from ..errors import IllegalSchedule, ScheduleError
 from ..poly.scop import Scop
+from .marks import Pack, Parallel, RegTile, Simd, Unroll
 
-# Mark kinds a loop can carry.
-PARALLEL = "parallel"
-SIMD = "simd"
-UNROLL = "unroll"
-REGTILE = "regtile"
-PACK = "pack"  # arg (array, array dim, block): copy the array's tile footprint into a packed buffer
+# Mark kinds a loop can carry: the keywords of their schedule-tree marks (.marks), so the two never drift apart.
+PARALLEL = Parallel.keyword  # arg: whether reductions may ride on the loop
+SIMD = Simd.keyword  # arg: likewise
+UNROLL = Unroll.keyword  # arg: the factor
+REGTILE = RegTile.keyword  # arg: RegTile(...).arg(), e.g. "1 i=8 j=32 16"
+PACK = Pack.keyword  # arg (array, array dim, block): copy the array's tile footprint into a packed buffer
 MARK_KINDS = (PARALLEL, SIMD, UNROLL, REGTILE, PACK)
 
 

@@ -20,6 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..errors import ScheduleError
 from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, range_map
+from .marks import RegTile
 
 
 # ---------------------------------------------------------------------------
@@ -498,7 +499,7 @@ def regtile(s: Schedule, stmt: str, rows: str, cols: str, *, mr: int, nr: int, l
         else:
             break
     anchor = names[len(names) - 2 - nred]
-    arg = f"{nred} {rows}={mr} {cols}={nr} {lanes}"
+    arg = RegTile(nred, rows, int(mr), cols, int(nr), int(lanes)).arg()  # the tree's mark is "regtile " + arg
     return _mark(s, stmt, anchor, REGTILE, arg,
                  Step.make("regtile", stmt=stmt, rows=rows, cols=cols, mr=mr, nr=nr, lanes=lanes))
 

@@ -1,6 +1,6 @@
 """What a :class:`~polytile.scheduling.core.Schedule` looks like from outside: its isl schedule tree (with
 ``mark`` nodes for parallel / simd / unroll / regtile loops, local buffers and packed panels), its readable
-loop tree, and its JSON document.
+loop tree, and its JSON document.  The marks are values of :mod:`.marks`, written into the tree as their text.
 
 All are derived from the schedule's data on demand.  The functions double as ``Schedule`` methods
 (``s.tree()``, ``s.describe()``, ``str(s)``, ``s.dumps()``, ...): ``polytile/scheduling/__init__.py``
@@ -13,12 +13,13 @@ import functools
 import json
 import os
 import tempfile
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import islpy as isl
 
 from .contract import contractible
-from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Schedule, _value_range
+from .core import PARALLEL, REGTILE, SIMD, UNROLL, Schedule, _value_range
+from .marks import Dim, Local, Mark, Pack, Parallel, Reduction, RegTile, Simd, Unroll, encode
 
 FORMAT_VERSION = 1
 
@@ -83,55 +84,59 @@ def _subtree(s: Schedule, group: List[str], dim: int) -> str:
         text = band + (f", child: {inner}" if inner else "") + " }"
         # "dim N" sits right on the band, so the code generator can tell whether
         # isl emitted this band's loop (it drops loop marks when it did not).
-        text = f'{{ mark: "dim {dim}", child: {text} }}'
+        text = _wrap(Dim(dim), text)
         for mark in _marks_at(s, group, dim):
-            text = f'{{ mark: "{mark}", child: {text} }}'
+            text = _wrap(mark, text)
         return text
     return ""
 
 
-def _marks_at(s: Schedule, group: Sequence[str], dim: int) -> List[str]:
+def _wrap(mark: Mark, inner: str) -> str:
+    """isl text of a mark node around the subtree ``inner``."""
+    return f'{{ mark: "{encode(mark)}", child: {inner} }}'
+
+
+def _marks_at(s: Schedule, group: Sequence[str], dim: int) -> List[Mark]:
+    """The loop marks of loop ``dim`` of ``group``, innermost first (the order they wrap the band)."""
     found: Dict[str, Any] = {}
     for stmt, loop, kind, arg in s._marks_of(group):
         if s.table[stmt].names[dim] == loop:
             found[kind] = arg
-    out = []
+    out: List[Mark] = []
     if REGTILE in found:
-        out.append(f"{REGTILE} {found[REGTILE]}")
+        out.append(RegTile.from_arg(found[REGTILE]))
     if PARALLEL in found:
-        red = _reduction_clause(s, group, dim) if found[PARALLEL] else ""
-        out.append(PARALLEL + (f" {red}" if red else ""))
+        out.append(Parallel(_reductions(s, group, dim) if found[PARALLEL] else ()))
     if SIMD in found:
-        red = _reduction_clause(s, group, dim) if found[SIMD] else ""
-        out.append(SIMD + (f" {red}" if red else ""))
+        out.append(Simd(_reductions(s, group, dim) if found[SIMD] else ()))
     if UNROLL in found:
-        out.append(f"{UNROLL} {int(found[UNROLL])}")
+        out.append(Unroll(int(found[UNROLL])))
     return out
 
 
-def _reduction_clause(s: Schedule, group: Sequence[str], dim: int) -> str:
-    """``op:array,...`` for reductions whose dependences this loop carries."""
-    items = []
+def _reductions(s: Schedule, group: Sequence[str], dim: int) -> Tuple[Reduction, ...]:
+    """The reductions whose dependences this loop carries, ordered by their text ``op:array``."""
+    items = set()
     for name in group:
         st = s.scop.statement(name)
         if not st.is_reduction:
             continue
         red = s.carried([name], dim, s.deps.reduction)
         if not red.is_empty():
-            items.append(f"{st.body.reduce}:{st.body.array}")
-    return ",".join(sorted(set(items)))
+            items.add(Reduction(st.body.reduce, st.body.array))
+    return tuple(sorted(items, key=lambda r: f"{r.op}:{r.array}"))
 
 
 def _wrap_locals(s: Schedule, group: Sequence[str], dim: int, inner: str) -> str:
     for arr in local_arrays(s, group, dim):
-        inner = f'{{ mark: "local {arr}", child: {inner} }}' if inner else inner
+        inner = _wrap(Local(arr), inner) if inner else inner
     return inner
 
 
 def _wrap_packs(s: Schedule, group: Sequence[str], dim: int, inner: str) -> str:
     # Inside the band: the copy runs once per iteration of this loop, before its body.
     for arr, d, block in reversed(s.packs_at(group, dim)):
-        inner = f'{{ mark: "{PACK} {arr} {d} {block}", child: {inner} }}' if inner else inner
+        inner = _wrap(Pack(arr, d, block), inner) if inner else inner
     return inner
 
 
@@ -184,7 +189,7 @@ def _describe(s: Schedule, group: List[str], dim: int, indent: int, lines: List[
         locs = local_arrays(s, group, dim)
         packs = s.packs_at(group, dim)
         rng = _value_range([s.table[g].map for g in group], dim)
-        note = ("".join(f"  [{m}]" for m in marks) + "".join(f"  [local {a}]" for a in locs)
+        note = ("".join(f"  [{encode(m)}]" for m in marks) + "".join(f"  [{encode(Local(a))}]" for a in locs)
                 + "".join(f"  [pack {a} dim {d} by {b}]" for a, d, b in packs))
         lines.append("  " * indent + f"for {'/'.join(loops)} in {rng}:{note}")
         # A statement with a constant here runs in one iteration of this loop only.

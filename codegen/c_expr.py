@@ -1,0 +1,250 @@
+"""Statement bodies as C: the C type of each dtype, exact literals, the prelude of helper functions
+generated C calls, and :class:`BodyPrinter`, which renders :mod:`polytile.poly.body` nodes with them.
+
+The helpers give C the meaning the oracle (numpy, PlaidML) has where C differs: NaN-propagating
+max/min, integer division pinned down at zero and overflow, float -> integer conversion, selects that
+evaluate both operands.  Both back ends print statement bodies through this module, the OpenMP one
+(:mod:`.c`) and the CUDA one (:mod:`.cuda`), so a statement is the same C expression in each.
+
+    >>> BodyPrinter({}).expr(B.Bin("+", B.Iter("i"), B.Const(1, "int64"), "int64"))
+    '(i + 1)'
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict
+
+from polytile import dtypes as D
+from polytile.errors import InternalError
+from polytile.poly import body as B
+from polytile.poly.scop import Array
+
+CTYPE = dict(D.C_TYPES)
+_FLOAT = ("float32", "float64")
+
+_INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+_SELECTABLE = ("bool",) + _INTS + ("float32", "float64")
+
+
+def _typed_helpers() -> str:
+    """The prelude's per-dtype helpers, one template each (C types from :mod:`polytile.dtypes`)."""
+    t = D.C_TYPES
+    out = []
+    for n in _INTS:
+        out.append(f"static inline {t[n]} pt_max_{n}({t[n]} a, {t[n]} b) {{ return a > b ? a : b; }}")
+        out.append(f"static inline {t[n]} pt_min_{n}({t[n]} a, {t[n]} b) {{ return a < b ? a : b; }}")
+    out.append("static inline _Bool pt_max_bool(_Bool a, _Bool b) { return a || b; }")
+    out.append("static inline _Bool pt_min_bool(_Bool a, _Bool b) { return a && b; }")
+    out.append("/* C's integer division (toward zero), pinned down where C leaves it undefined: x / 0 == 0 and "
+               "MIN / -1 wraps. */")
+    for n in _INTS:
+        c = t[n]
+        if D.is_unsigned(n):
+            out.append(f"static inline {c} pt_div_{n}({c} a, {c} b) {{ return b ? ({c})(a / b) : 0; }}")
+        else:
+            out.append(f"static inline {c} pt_div_{n}({c} a, {c} b) {{ return b == 0 ? 0 : (b == -1 ? "
+                       f"({c})(0 - (u{c})a) : ({c})(a / b)); }}")
+    out.append("static inline _Bool pt_div_bool(_Bool a, _Bool b) { return a && b; }")
+    out.append("/* float -> integer as PlaidML's kernels convert: truncate to 64 bits, keep the low bits; NaN and "
+               "|x| >= 2^63 give 0. */")
+    for n in _INTS:
+        out.append(f"static inline {t[n]} pt_cvt_{n}(double x) {{ return (x > -9223372036854775808.0 && "
+                   f"x < 9223372036854775808.0) ? ({t[n]})(uint64_t)(int64_t)x : 0; }}")
+    out.append("static inline _Bool pt_cvt_bool(double x) { return x - x == 0 && (x >= 1.0 || x <= -1.0); }")
+    out.append("static inline long pt_clamp(long x, long lo, long hi) { return x < lo ? lo : (x > hi ? hi : x); }")
+    out.append("/* Selects as functions: both operands are evaluated (always safe here), so gcc never\n"
+               "   if-converts the branch into masked loads -- gcc 12 at -O3 vectorises `c ? A[i] : X[i]`\n"
+               "   over short inner loops wrongly (tests/test_codegen_select.py). */")
+    for n in _SELECTABLE:
+        c = t[n]
+        out.append(f"static inline {c} pt_sel_{n}(int k, {c} t, {c} e) {{ return k ? t : e; }}")
+        out.append(f"static inline {c} pt_pmax_{n}({c} a, {c} b) {{ return a < b ? b : a; }}")
+        out.append(f"static inline {c} pt_pmin_{n}({c} a, {c} b) {{ return a < b ? a : b; }}")
+        out.append(f"static inline {c} pt_relu_{n}({c} a) {{ return a < 0 ? 0 : a; }}")
+        if n == "bool" or D.is_unsigned(n):
+            out.append(f"static inline {c} pt_abs_{n}({c} a) {{ return a; }}")
+        else:
+            out.append(f"static inline {c} pt_abs_{n}({c} a) {{ return a < 0 ? ({c})(-a) : a; }}")
+    return "\n".join(out) + "\n"
+
+
+_TYPED_HELPERS = _typed_helpers()
+
+
+PRELUDE = r"""#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* isl AST helpers: floord(n, d) rounds toward -infinity (d > 0). */
+#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
+#define min(a, b) ((a) < (b) ? (a) : (b))
+#define max(a, b) ((a) > (b) ? (a) : (b))
+
+static inline long pt_floordiv(long a, long b) { return floord(a, b); }
+/* numpy semantics: maximum/minimum propagate NaN. */
+static inline float pt_max_float32(float a, float b) { return (a != a || a > b) ? a : b; }
+static inline float pt_min_float32(float a, float b) { return (a != a || a < b) ? a : b; }
+static inline double pt_max_float64(double a, double b) { return (a != a || a > b) ? a : b; }
+static inline double pt_min_float64(double a, double b) { return (a != a || a < b) ? a : b; }
+""" + _TYPED_HELPERS + r"""/* PlaidML's round(): half away from zero. */
+static inline double pt_round(double x) { return x < 0 ? -floor(-x + 0.5) : floor(x + 0.5); }
+static inline float pt_roundf(float x) { return x < 0 ? -floorf(-x + 0.5f) : floorf(x + 0.5f); }
+/* numpy integer power (non-negative exponents; negative ones give 0 like C truncation). */
+static inline int64_t pt_ipow(int64_t b, int64_t e) {
+  int64_t r = 1;
+  if (e < 0) return (b == 1) ? 1 : (b == -1 ? ((e & 1) ? -1 : 1) : 0);
+  while (e) { if (e & 1) r *= b; b *= b; e >>= 1; }
+  return r;
+}
+"""
+
+
+def ctype(dtype: str) -> str:
+    try:
+        return CTYPE[dtype]
+    except KeyError:
+        raise InternalError(f"no C type for dtype {dtype}") from None
+
+
+def c_const(value, dtype: str) -> str:
+    """A C literal of ``dtype`` with the exact value numpy would hold."""
+    if dtype == "bool":
+        return "1" if value else "0"
+    if dtype in _FLOAT:
+        v = float(value)
+        if math.isnan(v):
+            text = "NAN"
+        elif math.isinf(v):
+            text = "INFINITY" if v > 0 else "-INFINITY"
+        else:
+            text = repr(v)
+        return f"(({ctype(dtype)}){text})"
+    v = int(value)
+    if dtype.startswith("uint"):
+        return f"(({ctype(dtype)}){v}ULL)" if v >= 2 ** 31 else str(v)
+    if v == -(2 ** 63):
+        return "INT64_MIN"
+    if v < 0:
+        # Parenthesised: '-(-2)' must never print as '--2'.
+        return f"({v})" if -(2 ** 31) < v else f"({v}LL)"
+    return str(v) if v < 2 ** 31 else f"{v}LL"
+
+
+class BodyPrinter:
+    """Renders :mod:`polytile.poly.body` nodes as C expressions."""
+
+    def __init__(self, arrays: Dict[str, Array]):
+        self.arrays = arrays
+        self.locals: Dict[str, str] = {}  # array -> scalar replacing it (array contraction)
+
+    def access(self, array: str, index) -> str:
+        if array in self.locals:
+            return self.locals[array]
+        if not index:
+            return f"{array}[0]"
+        return array + "".join(f"[{self.expr(i)}]" for i in index)
+
+    def as_type(self, n: B.Node, dtype: str) -> str:
+        text = self.expr(n)
+        if n.dtype == dtype:
+            return text
+        if D.is_integer(dtype) and D.is_float(n.dtype):
+            return f"pt_cvt_{dtype}({text})"
+        return f"(({ctype(dtype)})({text}))"
+
+    def expr(self, n: B.Node) -> str:
+        if isinstance(n, B.Iter):
+            return n.name
+        if isinstance(n, B.Const):
+            return c_const(n.value, n.dtype)
+        if isinstance(n, B.Load):
+            return self.access(n.array, n.index)
+        if isinstance(n, B.Neg):
+            return self._narrow(f"(-{self.as_type(n.operand, n.dtype)})", n.dtype)
+        if isinstance(n, B.Clamp):
+            return f"pt_clamp({self.as_type(n.operand, 'int64')}, {n.lo}, {n.hi})"
+        if isinstance(n, B.Cast):
+            return self.as_type(n.operand, n.dtype)
+        if isinstance(n, B.Bin):
+            if n.op == "//":
+                return f"pt_floordiv({self.expr(n.a)}, {self.expr(n.b)})"
+            a, b = self.as_type(n.a, n.dtype), self.as_type(n.b, n.dtype)
+            if n.op == "/" and n.dtype not in _FLOAT:  # index arithmetic divides with '//'; '/' is a value's
+                return f"pt_div_{n.dtype}({a}, {b})"
+            if n.op in ("<<", ">>"):
+                # Count modulo the width (the oracle's rule); shift the unsigned bits so '<<' never overflows.
+                w = D.width(n.dtype)
+                if n.dtype == "bool":
+                    return f"((_Bool)((({a}) {n.op} (({b}) & 7)) & 1))"
+                u = "u" + n.dtype if not n.dtype.startswith("u") else n.dtype
+                return f"(({ctype(n.dtype)})(({ctype(u)})({a}) {n.op} (({b}) & {w - 1})))" if n.op == "<<" \
+                    else f"(({ctype(n.dtype)})(({a}) >> (({b}) & {w - 1})))"
+            return self._narrow(f"({a} {n.op} {b})", n.dtype)
+        if isinstance(n, B.Cmp):
+            return f"({self.as_type(n.a, n.operand_dtype)} {n.op} {self.as_type(n.b, n.operand_dtype)})"
+        if isinstance(n, B.Select):
+            d = _helper_dtype(n.dtype)
+            text = f"pt_sel_{d}({self.as_type(n.cond, 'bool')}, {self.as_type(n.then, d)}, {self.as_type(n.else_, d)})"
+            return text if d == n.dtype else f"(({ctype(n.dtype)}){text})"
+        if isinstance(n, B.Call):
+            return self.call(n)
+        raise InternalError(f"cannot print body node {n!r}")
+
+    def _narrow(self, text: str, dtype: str) -> str:
+        """C computes narrow integers in int: convert back so the value wraps as the oracle's does."""
+        if dtype in ("bool", "int8", "int16", "uint8", "uint16"):
+            return f"(({ctype(dtype)}){text})"
+        return text
+
+    def call(self, n: B.Call) -> str:
+        """Builtins with PlaidML's meaning (see :mod:`polytile.elemwise`)."""
+        d = n.dtype
+        f = n.func
+        isf = d in _FLOAT
+        suffix = "f" if d == "float32" else ""
+        args = [self.as_type(a, d) for a in n.args]
+        one = c_const(1, d)
+        math_name = {"asin": "asin", "acos": "acos", "atan": "atan", "erf": "erf"}.get(f, f)
+        if f in ("exp", "log", "sqrt", "tanh", "sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "erf",
+                 "floor", "ceil", "round", "pow"):
+            name = "pt_round" if f == "round" else math_name
+            if isf:
+                return f"{name}{suffix}({', '.join(args)})"
+            # An integer argument: computed in double, truncated back (the oracle's rule).
+            dargs = ", ".join(f"(double)({a})" for a in args)
+            return f"pt_cvt_{d}({name}({dargs}))"
+        h = _helper_dtype(d)
+        # Render each argument once, and use helpers that take each once: nested calls must stay
+        # linear in size, not duplicate their operands' text.
+        hargs = args if h == d else [f"(({ctype(h)})({a}))" for a in args]
+        back = (lambda t: t) if h == d else (lambda t: f"(({ctype(d)}){t})")
+        if f == "abs":
+            return back(f"pt_abs_{h}({hargs[0]})")
+        if f == "max":
+            return back(f"pt_pmax_{h}({hargs[0]}, {hargs[1]})")
+        if f == "min":
+            return back(f"pt_pmin_{h}({hargs[0]}, {hargs[1]})")
+        if f == "relu":
+            return back(f"pt_relu_{h}({hargs[0]})")
+        if f == "sigmoid":
+            return f"({one} / ({one} + exp{suffix}(-{args[0]})))"
+        if f == "recip":
+            return f"({one} / {args[0]})" if isf else f"pt_div_{d}({one}, {args[0]})"
+        raise InternalError(f"no C rendering of builtin {f}() for {d}")
+
+    def store(self, s: B.Store) -> str:
+        arr = self.arrays[s.array]
+        target = self.access(s.array, s.index)
+        value = self.as_type(s.value, arr.dtype)
+        if s.reduce is None:
+            return f"{target} = {value};"
+        if s.reduce in ("+", "*"):
+            if arr.dtype in ("bool", "int8", "int16", "uint8", "uint16"):
+                return f"{target} = {self._narrow(f'({target} {s.reduce} {value})', arr.dtype)};"
+            return f"{target} {s.reduce}= {value};"
+        return f"{target} = pt_{s.reduce}_{arr.dtype}({target}, {value});"
+
+
+def _helper_dtype(dtype: str) -> str:
+    """The prelude's helpers are written per dtype; float16 goes through float32 (exact for these ops)."""
+    return "float32" if dtype == "float16" else dtype
