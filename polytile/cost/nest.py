@@ -14,6 +14,8 @@ import islpy as isl
 
 from ..poly import body as B
 from ..poly.scop import Statement
+from ..errors import InternalError
+from ..scheduling.marks import RegTile
 from .footprints import _StmtInfo, _cells, _conflict_levels, _image_sizes, _info, _line_bytes, _sets_touched
 from .roofline import _Nest, _chains, _depends, _plain_lanes
 
@@ -204,9 +206,9 @@ def _stmt_nest(s, name: str, hw) -> Optional[_Nest]:
         if f < 1.0:
             plain = [(f, kind, inner, chains), (1 - f, kind, float(rem), chains * rem / inner)]
     reg = next(((nm, marks[(nm, "regtile")]) for nm in names if (nm, "regtile") in marks), None)
-    parsed = _parse_regtile(reg[1]) if reg is not None else None
+    parsed = _regtile_mark(reg[1]) if reg is not None else None
     if parsed is not None:
-        _, (ri, mr), (rj, nr), lanes = parsed
+        ri, mr, rj, nr, lanes = parsed.rows, parsed.mr, parsed.cols, parsed.nr, parsed.lanes
         regtile = (mr, nr, lanes)
         # Each block loop's iterator is cut into tiles (the next-wider width among the tiles'
         # extents of it, e.g. mc) and those into blocks; partial blocks run the plain loops.
@@ -258,10 +260,12 @@ def _varies(tile: isl.Set, d: int) -> bool:
     return not (lo.is_int() and hi.is_int() and lo.to_python() == hi.to_python())
 
 
-def _parse_regtile(arg) -> Optional[Tuple[int, Tuple[str, int], Tuple[str, int], int]]:
-    """``"N i=MR j=NR V"`` (the mark's argument) -> (N, (i, MR), (j, NR), V)."""
-    parts = str(arg).split()
-    if len(parts) != 4:
+def _regtile_mark(arg) -> Optional[RegTile]:
+    """The register-tile mark whose argument is ``arg`` (e.g. ``"1 i=8 j=32 16"``); None if it is not one
+    (the model then predicts the plain loops, as codegen would run them)."""
+    try:
+        return RegTile.from_arg(str(arg))
+    except InternalError:
         return None
     try:
         ri, mr = parts[1].split("=")
