@@ -50,7 +50,7 @@ sys.path.insert(0, str(HERE))
 
 import _common  # noqa: E402
 
-from polytile.copt import optimize_regions  # noqa: E402
+from polytile.c_optimiser import optimize_regions  # noqa: E402
 from polytile.frontends.c import extract  # noqa: E402
 
 KERNELS = _common.ROOT / "tests" / "c_kernels"

@@ -49,7 +49,7 @@ def __getattr__(name):
         from . import pipeline
         return getattr(pipeline, name)
     if name == "optimize_c":
-        from .copt import optimize_c
+        from .c_optimiser import optimize_c
         return optimize_c
     if name in ("compare", "tune", "hardware", "autotile", "cost"):
         import importlib

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from polytile.cli import main as cli_main
-from polytile.copt import optimize_c, optimize_regions
+from polytile.c_optimiser import optimize_c, optimize_regions
 from polytile.errors import PolytileError
 from polytile.frontends.c import extract
 
@@ -181,7 +181,7 @@ def test_no_tile_no_parallel():
 
 def test_illegal_tilings_are_refused_and_reported(optimised):
     from polytile import deps as deps_mod
-    from polytile.copt import tile_bands
+    from polytile.c_optimiser import tile_bands
     from polytile.scheduling import initial
 
     # floyd-warshall in its original order: k carries everything, so no band of k with i, j tiles;
@@ -310,13 +310,13 @@ def test_time_tiled_stencil_vector_loops_are_guard_free_single_statements(kernel
         assert "if (" not in body, body
         assert body.count("const long") and body.count("; }") == 1, body
     # The innermost band loop of the time tile is the long vector tile.
-    from polytile.copt import VECTOR_TILE
+    from polytile.c_optimiser.tiling import VECTOR_TILE
     assert any(f"={VECTOR_TILE}" in n for n in res.notes if n.startswith("tiled")), res.notes
 
 
 def test_unit_stride_dim_sees_through_skewing():
     from polytile import deps as deps_mod
-    from polytile.copt import unit_stride_dim, vectorisable
+    from polytile.c_optimiser import unit_stride_dim, vectorisable
     from polytile.scheduling import automatic
 
     scop = extract(KERNELS / "jacobi-2d.c")[0].scop
@@ -332,7 +332,7 @@ def test_unit_stride_dim_sees_through_skewing():
 
 
 def test_fusion_choice_keeps_the_hot_loops_vectorisable(optimised):
-    from polytile.copt import stride_penalty
+    from polytile.c_optimiser import stride_penalty
 
     out, [res] = optimised("covariance.c")
     # isl's smart fusion skews the column means into a column walk; the unfused schedule wins.
@@ -348,9 +348,9 @@ def test_fusion_choice_keeps_the_hot_loops_vectorisable(optimised):
 def test_vectorised_stencils_with_partial_vector_tiles_are_bitwise_identical(kernel, tmp_path, rng, monkeypatch):
     # At the default vector tile the test sizes fit in one tile; 16 makes loops span several
     # vector tiles and partial ones, and -O3 -march=native makes GCC vectorise them.
-    import polytile.copt as copt
+    import polytile.c_optimiser.tiling as tiling
 
-    monkeypatch.setattr(copt, "VECTOR_TILE", 16)
+    monkeypatch.setattr(tiling, "VECTOR_TILE", 16)
     path = KERNELS / kernel
     case = CASES[kernel]
     sizes = _sizes(path, case)
@@ -369,7 +369,7 @@ def test_vectorised_stencils_with_partial_vector_tiles_are_bitwise_identical(ker
 
 
 def test_index_set_splitting_vectorises_floyd_warshall(optimised):
-    from polytile.copt import stride_penalty
+    from polytile.c_optimiser import stride_penalty
 
     out, [res] = optimised("floyd-warshall.c")
     # path[i][k] is rewritten only at j == k (and path[k][j] only at i == k): split there, each part's

@@ -22,8 +22,8 @@ import pytest
 from polytile import deps as deps_mod
 from polytile.cli import main as cli_main
 from polytile.codegen.c import _is_box
-from polytile.copt import optimize_c, optimize_regions
-from polytile.crun import close_difference
+from polytile.c_optimiser import optimize_c, optimize_regions
+from polytile.c_runner import close_difference
 from polytile.errors import IllegalSchedule
 from polytile.frontends.c import extract
 from polytile.scheduling import initial, vectorize

@@ -4,7 +4,7 @@ Each test is named after the defect it pins down.  Results are always
 checked the way ``opt --verify`` and ``compare`` check them: the file as
 written and the optimised file are built with the same flags
 (``-ffp-contract=off``), run on the same random inputs, and every array must
-be bitwise identical (:func:`polytile.crun.verify`).
+be bitwise identical (:func:`polytile.c_runner.verify`).
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from polytile import copt, crun
+from polytile import c_optimiser, c_runner
+from polytile.codegen.c import fresh_counter_prefix
 from polytile.cli import build_parser
 from polytile.cli import main as cli_main
 from polytile.frontends.c import CFrontendError, extract
@@ -46,10 +47,10 @@ def kernel_file(tmp_path: Path, body: str, name: str = "k.c", params: str = "int
 
 def assert_verified(path: Path, **options) -> bytes:
     """Optimise ``path`` with ``options`` and check the result bitwise against the original; the output."""
-    out, results = copt.optimize_regions(path, **options)
+    out, results = c_optimiser.optimize_regions(path, **options)
     assert any(r.text is not None for r in results), [r.notes for r in results]
     verify_keys = ("assume_no_alias", "pure", "cpp_args", "function")
-    problems = crun.verify(path, out, **{k: v for k, v in options.items() if k in verify_keys})
+    problems = c_runner.verify(path, out, **{k: v for k, v in options.items() if k in verify_keys})
     assert problems == [], "\n".join(problems) + "\n" + out.decode()
     return out
 
@@ -85,12 +86,12 @@ def test_split_pieces_partition_every_statement_domain(tmp_path):
     for name, body in SPLIT_KERNELS.items():
         [cs] = extract(kernel_file(tmp_path, body, name=f"{name}.c"))
         notes: list = []
-        split = copt.split_index_sets(cs.scop, notes)
+        split = c_optimiser.split_index_sets(cs.scop, notes)
         if split is None:
             continue
         orig = cs.scop.statements[0]
         pieces = [st.domain.set_tuple_name(orig.name) for st in split.statements]
-        assert copt._is_partition(orig.domain, pieces), (name, notes)
+        assert c_optimiser.index_sets._is_partition(orig.domain, pieces), (name, notes)
 
 
 # ---------------------------------------------------------------------------
@@ -210,7 +211,7 @@ def test_opt_checks_its_output_before_working(tmp_path, capsys, monkeypatch):
     def no_work(*a, **k):
         raise AssertionError("optimised before the output was checked")
 
-    monkeypatch.setattr(crun, "optimise", no_work)
+    monkeypatch.setattr(c_runner, "optimise", no_work)
     code, out, err = run(capsys, "opt", src, "-o", tmp_path / "missing_dir" / "x.c")
     assert code == 1 and "missing_dir" in err and "does not exist" in err and "Traceback" not in err
     code, out, err = run(capsys, "opt", src, "-o", tmp_path)
@@ -438,21 +439,21 @@ void kernel(void) {
     region = out.split(b"polytile opt:")[1]
     assert b"#error" not in out and re.search(rb"\bN\b", region)
     # Built with another N (as `gcc -DN=40` would), the output is still the original's computation.
-    call = crun.prepare(src, sizes={"N": 40})
+    call = c_runner.prepare(src, sizes={"N": 40})
     include = src.parent
-    lib_a = crun.build(call.source, name="heat_orig40", include_dir=include)
-    lib_b = crun.build(call.with_macros(out), name="heat_opt40", include_dir=include)
+    lib_a = c_runner.build(call.source, name="heat_orig40", include_dir=include)
+    lib_b = c_runner.build(call.with_macros(out), name="heat_opt40", include_dir=include)
     want, _ = call.run(lib_a)
     got, _ = call.run(lib_b)
-    assert all(crun.bitwise_difference(n, got[n], want[n]) is None for n in want)
+    assert all(c_runner.bitwise_difference(n, got[n], want[n]) is None for n in want)
 
 
 def test_a_fixed_file_macro_is_guarded(tmp_path):
     src = write(tmp_path, "fixed.c", "#define N 30\ndouble A[N];\nvoid kernel(void) {\n  int i;\n#pragma scop\n"
                                      "  for (i = 1; i < N; i++)\n    A[i] = A[i] * 2;\n#pragma endscop\n}\n")
-    text = copt.optimize_c(src, params={"N": 30})
+    text = c_optimiser.optimize_c(src, params={"N": 30})
     assert "#if N != 30\n#error" in text
-    assert "#error" not in copt.optimize_c(src)
+    assert "#error" not in c_optimiser.optimize_c(src)
 
 
 # ---------------------------------------------------------------------------
@@ -516,9 +517,9 @@ def test_loop_bound_parameters_named_like_counters_stay_symbolic(tmp_path):
 
 
 def test_fresh_counter_prefix_avoids_every_name():
-    assert copt.fresh_counter_prefix({"A", "i", "c"}) == "c"
-    assert copt.fresh_counter_prefix({"c1"}) == "pt_c"
-    assert copt.fresh_counter_prefix({"c1", "pt_c0"}) == "pt_c_"
+    assert fresh_counter_prefix({"A", "i", "c"}) == "c"
+    assert fresh_counter_prefix({"c1"}) == "pt_c"
+    assert fresh_counter_prefix({"c1", "pt_c0"}) == "pt_c_"
 
 
 # ---------------------------------------------------------------------------
@@ -534,7 +535,7 @@ def test_help_says_bitwise_needs_fp_contract_off(capsys):
     assert "bitwise" in opt_help
     # compare builds with exactly the flags its help (and opt's) documents.
     compare_help = subs.choices["compare"].format_help()
-    flags = " ".join(crun.DEFAULT_FLAGS)
+    flags = " ".join(c_runner.DEFAULT_FLAGS)
     assert flags == "-O3 -march=native -fopenmp -ffp-contract=off"
     assert flags in " ".join(compare_help.split()) and flags in " ".join(opt_help.split())
 
@@ -551,13 +552,13 @@ def test_opt_verify_fails_when_results_differ(tmp_path, capsys, monkeypatch):
     code, out, err = run(capsys, "opt", src, "-o", out_c, "--verify", "--verify-dims", "n=40")
     assert code == 0 and "agree bitwise" in err, err
     # A wrong optimiser (one that loses instances, as the index-set split did) is caught, and nothing is written.
-    real = crun.optimise
+    real = c_runner.optimise
 
     def broken(*a, **k):
         text, results = real(*a, **k)
         return text.replace(b"const long k = c0;", b"const long k = c0 + (c0 > 0);", 1), results
 
-    monkeypatch.setattr(crun, "optimise", broken)
+    monkeypatch.setattr(c_runner, "optimise", broken)
     out_c.unlink()
     code, out, err = run(capsys, "opt", src, "-o", out_c, "--verify")
     assert code == 1 and "--verify" in err and "differs" in err and "Traceback" not in err, err
@@ -604,11 +605,11 @@ def test_opt_code_generation_has_a_time_budget(tmp_path, monkeypatch):
     assert "for (i = 1; i < n - 1; i++)\n      B[i]" in src
     path = write(tmp_path, "j1d_s3.c", src.replace("for (i = 1; i < n - 1; i++)\n      B[i]",
                                                   "for (i = 1; i < n - 1; i += 3)\n      B[i]", 1))
-    monkeypatch.setattr(copt, "CODEGEN_SECONDS", 2.0)
-    monkeypatch.setattr(copt, "CODEGEN_ATTEMPT_SECONDS", 2.0)
-    monkeypatch.setattr(copt, "CODEGEN_MIN_SECONDS", 1.0)
-    out, results = copt.optimize_regions(path)
+    monkeypatch.setattr(c_optimiser.region, "CODEGEN_SECONDS", 2.0)
+    monkeypatch.setattr(c_optimiser.region, "CODEGEN_ATTEMPT_SECONDS", 2.0)
+    monkeypatch.setattr(c_optimiser.region, "CODEGEN_MIN_SECONDS", 1.0)
+    out, results = c_optimiser.optimize_regions(path)
     notes = [n for r in results for n in r.notes]
     assert any("code generation" in n and "took over 2 s" in n for n in notes), notes
     assert results[0].text is not None
-    assert crun.verify(path, out) == []
+    assert c_runner.verify(path, out) == []

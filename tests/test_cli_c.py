@@ -1,4 +1,4 @@
-"""``polytile deps``, ``schedule`` and ``compare`` on C files, and :mod:`polytile.crun` behind ``compare``.
+"""``polytile deps``, ``schedule`` and ``compare`` on C files, and :mod:`polytile.c_runner` behind ``compare``.
 
 * ``deps FILE.c``: per region, the statements with their C text and every
   dependence relation, in the Tile command's layout.
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from polytile import crun
+from polytile import c_runner
 from polytile.cli import main as cli_main
 from polytile.errors import PolytileError
 
@@ -139,48 +139,48 @@ def test_schedule_apply_replays_given_steps(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------
-# crun and compare
+# c_runner and compare
 # ---------------------------------------------------------------------------
 
 
 def test_prepare_arguments_shapes_and_globals():
-    call = crun.prepare(KERNELS / "gemm.c", sizes={"ni": 7, "nj": 6, "nk": 5}, scalars={"alpha": 2.0})
-    assert call.function == "kernel_gemm" and call.scalars == {"alpha": 2.0, "beta": crun.DEFAULT_SCALAR}
+    call = c_runner.prepare(KERNELS / "gemm.c", sizes={"ni": 7, "nj": 6, "nk": 5}, scalars={"alpha": 2.0})
+    assert call.function == "kernel_gemm" and call.scalars == {"alpha": 2.0, "beta": c_runner.DEFAULT_SCALAR}
     assert {k: a.shape for k, a in call.inputs.items()} == {"C": (7, 6), "A": (7, 5), "B": (5, 6)}
     # double *x: the extent the region accesses.
-    call = crun.prepare(KERNELS / "jacobi-1d.c", sizes={"tsteps": 2, "n": 30})
+    call = c_runner.prepare(KERNELS / "jacobi-1d.c", sizes={"tsteps": 2, "n": 30})
     assert call.inputs["A"].shape == (30,)
     # Global arrays sized by macros; a macro given a new value is rewritten in the source.
-    call = crun.prepare(KERNELS / "heat-3d.c", sizes={"N": 9})
+    call = c_runner.prepare(KERNELS / "heat-3d.c", sizes={"N": 9})
     assert call.globals == ("B", "A") and call.inputs["A"].shape == (9, 9, 9)
     assert b"#define N 9\n" in call.source and call.sizes == {"N": 9, "TSTEPS": 4}
 
 
 def test_prepare_names_what_is_missing(tmp_path):
     with pytest.raises(PolytileError, match=r"kernel_gemm\(\) needs a value for nj, nk: pass --dims nj=<int>,nk=<int>"):
-        crun.prepare(KERNELS / "gemm.c", sizes={"ni": 4})
+        c_runner.prepare(KERNELS / "gemm.c", sizes={"ni": 4})
     with pytest.raises(PolytileError, match="no integer parameter or macro named q"):
-        crun.prepare(KERNELS / "gemm.c", sizes={"ni": 4, "nj": 4, "nk": 4, "q": 1})
+        c_runner.prepare(KERNELS / "gemm.c", sizes={"ni": 4, "nj": 4, "nk": 4, "q": 1})
     p = tmp_path / "static.c"
     p.write_text("static double T[8];\nvoid f(int n) {\n  int i;\n#pragma scop\n  for (i = 0; i < n; i++)\n"
                  "    T[i] = T[i] * 2.0;\n#pragma endscop\n}\n")
     with pytest.raises(PolytileError, match="uses the array T, which is neither a parameter nor an exported"):
-        crun.prepare(p, sizes={"n": 8})
+        c_runner.prepare(p, sizes={"n": 8})
     p2 = tmp_path / "ptrptr.c"
     p2.write_text("void g(int n, double **restrict M) {\n  int i;\n#pragma scop\n  for (i = 0; i < n; i++)\n"
                   "    M[i][i] = 1.0;\n#pragma endscop\n}\n")
     with pytest.raises(PolytileError, match="pointer to pointers"):
-        crun.prepare(p2, sizes={"n": 4})
+        c_runner.prepare(p2, sizes={"n": 4})
 
 
 def test_set_macros_and_extents():
-    assert crun.set_macros(b"#define N 10\n#  define M 3\n", {"M": 7}) == b"#define N 10\n#  define M 7\n"
+    assert c_runner.set_macros(b"#define N 10\n#  define M 3\n", {"M": 7}) == b"#define N 10\n#  define M 7\n"
     with pytest.raises(PolytileError, match="cannot set macro K"):
-        crun.set_macros(b"#define N 10\n", {"K": 1})
-    assert crun.eval_extent("2 * n + 1", {"n": 5}) == 11 and crun.eval_extent("(N - 1) / 2", {"N": 8}) == 3
+        c_runner.set_macros(b"#define N 10\n", {"K": 1})
+    assert c_runner.eval_extent("2 * n + 1", {"n": 5}) == 11 and c_runner.eval_extent("(N - 1) / 2", {"N": 8}) == 3
     a, b = np.array([1.0, np.nan]), np.array([1.0, np.nan])
-    assert crun.bitwise_difference("x", a, b) is None
-    assert "differs in 1 of 2" in crun.bitwise_difference("x", a, np.array([1.0 + 2 ** -52, np.nan]))
+    assert c_runner.bitwise_difference("x", a, b) is None
+    assert "differs in 1 of 2" in c_runner.bitwise_difference("x", a, np.array([1.0 + 2 ** -52, np.nan]))
 
 
 @needs_cc
@@ -221,7 +221,7 @@ def test_compare_globals_and_macros(tmp_path, capsys):
 
 @needs_cc
 def test_compare_fails_loudly_on_a_wrong_variant(monkeypatch, capsys):
-    real = crun.optimise
+    real = c_runner.optimise
 
     def wrong(path, **options):
         text, results = real(path, **options)
@@ -231,7 +231,7 @@ def test_compare_fails_loudly_on_a_wrong_variant(monkeypatch, capsys):
             assert b"0.25 * (B[i][j]" in text
         return text, results
 
-    monkeypatch.setattr(crun, "optimise", wrong)
+    monkeypatch.setattr(c_runner, "optimise", wrong)
     code, out, _ = run(capsys, "compare", KERNELS / "jacobi-2d.c", "--dims", "tsteps=3,n=20", "--fusion", "max",
                        "--repeat", "1", "--warmup", "0", "-q")
     assert code == 1
@@ -264,8 +264,8 @@ def test_unknown_extent_is_named_and_shape_supplies_it(tmp_path):
     p.write_text("void h(int n, double *restrict x, double *restrict y) {\n  int i;\n#pragma scop\n"
                  "  for (i = 0; i < n; i++)\n    y[i] = 2.0 * y[i];\n#pragma endscop\n  x[0] = y[0];\n}\n")
     with pytest.raises(PolytileError, match=r"the extent of x \(dimension 1\) is not known: pass --shape x=<n>"):
-        crun.prepare(p, sizes={"n": 5})
-    call = crun.prepare(p, sizes={"n": 5}, shapes={"x": (1,)})
+        c_runner.prepare(p, sizes={"n": 5})
+    call = c_runner.prepare(p, sizes={"n": 5}, shapes={"x": (1,)})
     assert call.inputs["x"].shape == (1,) and call.inputs["y"].shape == (5,)
 
 

@@ -65,18 +65,19 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("targets", ("polytile.targets",), ("errors", "config", "hardware", "ir", "sema", "program", "poly", "deps",
                                         "schedule", "cost", "codegen", "runtime", "specialization")),
     # The drivers, in the order they build on each other.
-    # Source-to-source C optimisation: the C frontend, dependences, schedules and C generation.
-    ("c_optimiser", ("polytile.copt",), ("cfrontend", "codegen", "deadline", "deps", "errors", "hardware", "poly",
-                                        "schedule")),
+    # Source-to-source C optimisation: the C frontend, dependences, schedules and C generation
+    # (results kept in the runtime's JSON cache, keyed with the version).
+    ("c_optimiser", ("polytile.c_optimiser",), ("cfrontend", "codegen", "config", "deadline", "deps", "errors",
+                                               "hardware", "poly", "runtime", "schedule", "version")),
     # The Tile pipeline: front half, then the target's back half (the Kernel object).
     ("pipeline", ("polytile.pipeline",), ("codegen", "config", "deps", "desugar", "errors", "hardware",
                                           "interpreter", "ir", "poly", "program", "runtime", "schedule", "sema",
                                           "specialization", "targets")),
-    # Measuring schedules side by side (Tile through the pipeline; C through crun, below).
+    # Measuring schedules side by side (Tile through the pipeline; C through c_runner, below).
     ("compare", ("polytile.compare",), ("config", "errors", "hardware", "interpreter", "pipeline", "runtime",
                                         "schedule", "version")),
     # Building C files and calling them on opt variants.
-    ("c_runner", ("polytile.crun",), ("cfrontend", "errors", "compare", "c_optimiser", "runtime")),
+    ("c_runner", ("polytile.c_runner",), ("cfrontend", "errors", "compare", "c_optimiser", "runtime")),
     # What a command runs on: sizes, types and schedule files from the command line; argparse types.
     ("command_inputs", ("polytile.cli.inputs", "polytile.cli.argtypes"),
      ("errors", "memory", "compare", "pipeline")),

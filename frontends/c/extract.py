@@ -69,7 +69,7 @@ another value instead of silently computing with the old one.
 
 Generated loop counters (``c0``, ``c1``, ... in isl's AST) get a fresh
 prefix when the file uses such a name itself (:attr:`CScop.taken`, used by
-:mod:`polytile.copt`).
+:mod:`polytile.c_optimiser`).
 
 The extractor is one class made of parts, each in its module:
 :mod:`.regions` finds the regions of the parsed file, :class:`_Extractor`

@@ -14,8 +14,8 @@
 Every subcommand goes through :mod:`polytile.pipeline` (``load_program``,
 ``shapes_from_dims``, ``parse_dims``, ``schedule``, ``compile`` ->
 ``Kernel.specialize_shapes``, ``run_specialization``) or :mod:`polytile.compare`;
-C files go through :mod:`polytile.copt` and :mod:`polytile.crun` (builds and
-calls for ``compare``).  The commands only turn command-line text into those
+C files go through :mod:`polytile.c_optimiser` and :mod:`polytile.c_runner` (builds
+and calls for ``compare``).  The commands only turn command-line text into those
 calls and their results into text.  The pipeline is imported lazily so that
 ``polytile --help`` does not pay for islpy.
 

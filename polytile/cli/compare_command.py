@@ -1,7 +1,7 @@
 """``polytile compare``: candidate schedules of a Tile program, or `polytile opt` variants of a C file against
 the file as written, checked, run and timed side by side in one table (-o: CSV or JSON with provenance).
 
-The measuring is :mod:`polytile.compare` (Tile) and :mod:`polytile.crun` (C); this module turns the
+The measuring is :mod:`polytile.compare` (Tile) and :mod:`polytile.c_runner` (C); this module turns the
 command line into candidates and the results into text.
 """
 from __future__ import annotations
@@ -142,16 +142,16 @@ def _compare_c(args, out: Optional[Path]) -> int:
     """`polytile compare FILE.c`: the original build against `polytile opt` variants, checked bitwise, timed."""
     import shlex
 
-    from .. import crun
+    from .. import c_runner
 
     _reject_tile_options(args, "compare", ("tile", "dtype", "dtypes", "inputs"))
-    flags = tuple(shlex.split(args.cflags)) if args.cflags else crun.DEFAULT_FLAGS
+    flags = tuple(shlex.split(args.cflags)) if args.cflags else c_runner.DEFAULT_FLAGS
     shapes: Dict[str, Tuple[int, ...]] = {}
     for sh in args.shape or ():
         shapes.update(sh)
-    cands = crun.variants(args.fusion or (), no_tile=args.no_tile, no_parallel=args.no_parallel,
+    cands = c_runner.variants(args.fusion or (), no_tile=args.no_tile, no_parallel=args.no_parallel,
                           schedules=args.schedules or (), reassociate=args.reassociate)
-    names = crun.functions(args.file, function=args.function, assume_no_alias=args.assume_no_alias,
+    names = c_runner.functions(args.file, function=args.function, assume_no_alias=args.assume_no_alias,
                            pure=_pure(args), cpp_args=_cpp_args(args))
     if not names:
         raise PolytileError(f"{args.file}: no #pragma scop region to compare")
@@ -159,7 +159,7 @@ def _compare_c(args, out: Optional[Path]) -> int:
     ok = True
     results = []
     for k, fname in enumerate(names):
-        call = crun.prepare(args.file, sizes=_c_params(args), scalars=dict(args.scalar or ()), shapes=shapes,
+        call = c_runner.prepare(args.file, sizes=_c_params(args), scalars=dict(args.scalar or ()), shapes=shapes,
                             function=fname, whole_function=whole, seed=args.seed,
                             assume_no_alias=args.assume_no_alias, other_sizes=len(names) > 1, pure=_pure(args),
                             cpp_args=_cpp_args(args))
@@ -168,7 +168,7 @@ def _compare_c(args, out: Optional[Path]) -> int:
             if not args.quiet:
                 _note(f"{fname}: {text}")
 
-        result = crun.compare_c(call, cands, repeat=args.repeat, warmup=args.warmup, flags=flags,
+        result = c_runner.compare_c(call, cands, repeat=args.repeat, warmup=args.warmup, flags=flags,
                                 hardware=args.hardware or "host", assume_no_alias=args.assume_no_alias,
                                 whole_function=whole, progress=progress)
         results.append(result)
@@ -191,8 +191,9 @@ def _compare_c(args, out: Optional[Path]) -> int:
         print(f"timing   {args.repeat} timed call(s) after {args.warmup} warm-up per build, each on fresh copies "
               f"of the same random inputs (seed {args.seed})")
         print("check    bitwise: every array above equals the original build's, byte for byte"
-              + (f"; 'reassociate' within {crun.REASSOCIATED_REL['float64']:g} (double) / "
-                 f"{crun.REASSOCIATED_REL['float32']:g} (float) x the array's max |value|" if args.reassociate else ""))
+              + (f"; 'reassociate' within {c_runner.REASSOCIATED_REL['float64']:g} (double) / "
+                 f"{c_runner.REASSOCIATED_REL['float32']:g} (float) x the array's max |value|"
+                 if args.reassociate else ""))
         print()
         print(result.table())
     if out is not None:

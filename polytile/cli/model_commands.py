@@ -360,10 +360,10 @@ def _contraction_lines(schedule) -> List[str]:
 @_c_command
 def _schedule_c(args) -> int:
     """`polytile schedule FILE.c`: per region, the schedule `polytile opt` uses (loop tree, isl tree, notes)."""
-    from .. import crun
+    from .. import c_runner
 
     _reject_tile_options(args, "schedule", ("shape", "dtype", "dtypes"))
-    _, results = crun.optimise(
+    _, results = c_runner.optimise(
         args.file, function=args.function, tile=not args.no_tile, parallel=not args.no_parallel,
         fusion=args.fusion or "smart", hardware=args.hardware or "host", params=_c_params(args) or None,
         schedule=args.apply, skip_nonaffine=True, assume_no_alias=args.assume_no_alias,

@@ -1,7 +1,8 @@
 """``polytile opt``: source-to-source optimisation of a C file, like Pluto's polycc -- each #pragma scop region
 rescheduled, tiled, marked parallel and simd, and written back; ``--verify`` builds both files and compares.
 
-The work is :func:`polytile.crun.optimise` and :func:`polytile.crun.verify`; this module checks where the
+The work is :func:`polytile.c_runner.optimise` (served from the ``opt`` cache when the same file was
+optimised with the same options before) and :func:`polytile.c_runner.verify`; this module checks where the
 output goes (before any work) and writes it.
 """
 from __future__ import annotations
@@ -161,15 +162,15 @@ def _same_file(a: Path, b: Path) -> bool:
 
 @_c_command
 def cmd_opt(args) -> int:
-    from .. import crun
+    from .. import c_runner
 
     out_path = _opt_output(args)  # before minutes of scheduling, not after
     params = dict(pair for group in args.param or () for pair in group) or None
-    out, results = crun.optimise(
+    out, results = c_runner.optimise(
         args.file, function=args.function, tile=args.tile, parallel=args.parallel, fusion=args.fusion, hardware=args.hardware,
         params=params, schedule=args.schedule, skip_nonaffine=args.skip_nonaffine,
         assume_no_alias=args.assume_no_alias, reassociate=args.reassociate, pure=_pure(args),
-        cpp_args=_cpp_args(args))
+        cpp_args=_cpp_args(args), cache=True)
     for r in results:
         where = f"{args.file}:{r.cscop.lines[0]}-{r.cscop.lines[1]} ({r.cscop.function})"
         if r.text is None:
@@ -181,7 +182,7 @@ def cmd_opt(args) -> int:
         sizes: Dict[str, int] = {}
         for d in args.verify_dims or ():
             sizes.update(d)
-        problems = crun.verify(args.file, out, function=args.function, whole_function=args.function is not None,
+        problems = c_runner.verify(args.file, out, function=args.function, whole_function=args.function is not None,
                                sizes=sizes, assume_no_alias=args.assume_no_alias, pure=_pure(args),
                                cpp_args=_cpp_args(args), reassociated=args.reassociate)
         if problems:
@@ -189,7 +190,7 @@ def cmd_opt(args) -> int:
                                 f"(please report this as a polytile bug):\n  " + "\n  ".join(problems))
         _note(f"{args.file}: --verify: optimised and original builds agree "
               + ("within the reassociation tolerance" if args.reassociate else "bitwise")
-              + f" ({' '.join(crun.DEFAULT_FLAGS)})")
+              + f" ({' '.join(c_runner.DEFAULT_FLAGS)})")
     if out_path is not None:
         try:
             if args.in_place:

@@ -9,15 +9,15 @@ dropped ``restrict``, ``volatile``, function-like and object-like macros, non-af
 data-dependent guards, ``break``, pointer arithmetic, ``while`` loops, ``float`` instead of ``double``, ...).
 Every mutant then goes through:
 
-1. ``polytile.copt.optimize_regions`` (what ``polytile opt`` runs) in a worker process.  A
+1. ``polytile.c_optimiser.optimize_regions`` (what ``polytile opt`` runs) in a worker process.  A
    :class:`PolytileError` is a *refusal*; its message must name ``FILE:LINE:COL`` (else: *unlocated*, a
    finding).  Any other exception is a *crash* (the CLI's exit 70).
 2. The mutant as written, built with ``-fsanitize=address,undefined -fno-sanitize-recover=all -O1`` and
    run on the inputs ``opt --verify`` uses: a sanitizer report means the *mutant itself* is undefined
    (an out-of-bounds subscript...), so it is *invalid* and not compared.  Mutants gcc rejects, or whose
-   arrays :mod:`polytile.crun` cannot set up, are *invalid* too.
+   arrays :mod:`polytile.c_runner` cannot set up, are *invalid* too.
 3. The optimised file built the same way: a sanitizer report here (and not in step 2) is a finding.
-4. :func:`polytile.crun.verify` (``opt --verify``): both built with ``-O3 -march=native -fopenmp
+4. :func:`polytile.c_runner.verify` (``opt --verify``): both built with ``-O3 -march=native -fopenmp
    -ffp-contract=off``, run on the same random inputs, every array compared byte for byte.  A difference
    is a *mismatch* (a wrong result: a finding); a crash of the run is *died*.
 
@@ -307,7 +307,7 @@ def generate(count: int, seed: int = 12) -> List[dict]:
 
 
 def check_one(m: dict, workdir: Path) -> dict:
-    from polytile import copt, crun
+    from polytile import c_optimiser, c_runner
     from polytile.errors import PolytileError
 
     path = workdir / f"{m['id']}.c"
@@ -316,7 +316,7 @@ def check_one(m: dict, workdir: Path) -> dict:
     rec: dict = {"id": m["id"]}
     # 1. polytile opt
     try:
-        out, results = copt.optimize_regions(path, assume_no_alias=alias)
+        out, results = c_optimiser.optimize_regions(path, assume_no_alias=alias)
     except PolytileError as e:
         msg = str(e)
         first = msg.splitlines()[0] if msg else type(e).__name__
@@ -329,8 +329,8 @@ def check_one(m: dict, workdir: Path) -> dict:
     rec["changed"] = out != path.read_bytes()
     # 2./3. the mutant and its optimised version under ASan + UBSan
     try:
-        names = crun.functions(path, assume_no_alias=alias)
-        calls = [crun.prepare(path, function=f, other_sizes=True, default_size=crun.VERIFY_SIZE,
+        names = c_runner.functions(path, assume_no_alias=alias)
+        calls = [c_runner.prepare(path, function=f, other_sizes=True, default_size=c_runner.VERIFY_SIZE,
                               assume_no_alias=alias) for f in names]
     except PolytileError as e:
         rec.update(status="invalid", detail=f"cannot set up a call: {str(e).splitlines()[0][:200]}")
@@ -338,7 +338,7 @@ def check_one(m: dict, workdir: Path) -> dict:
     for tag, text in (("orig", path.read_bytes()), ("opt", out)):
         for call in calls:
             try:
-                lib = crun.build(call.with_macros(text), name=f"{call.function}_{tag}_san", flags=SAN_FLAGS,
+                lib = c_runner.build(call.with_macros(text), name=f"{call.function}_{tag}_san", flags=SAN_FLAGS,
                                  include_dir=path.parent)
             except PolytileError as e:
                 if tag == "orig":
@@ -351,7 +351,7 @@ def check_one(m: dict, workdir: Path) -> dict:
     # 4. opt --verify
     print("@@PHASE verify", flush=True)
     try:
-        problems = crun.verify(path, out, assume_no_alias=alias)
+        problems = c_runner.verify(path, out, assume_no_alias=alias)
     except PolytileError as e:
         rec.update(status="build_error", detail=f"verify: {str(e)[:3000]}")
         return rec

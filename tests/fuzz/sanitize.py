@@ -6,7 +6,7 @@ Issue 12's proof, part 1.  Every build uses
     -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -O1 -g -fopenmp
 
 (Tile programs: the ``cflags=`` compile option, plus ``-fPIC -shared`` since it replaces the defaults;
-C kernels: :func:`polytile.crun.build`, which adds them) and runs in a *worker subprocess* started with
+C kernels: :func:`polytile.c_runner.build`, which adds them) and runs in a *worker subprocess* started with
 ``LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libstdc++.so)"`` and
 ``ASAN_OPTIONS=detect_leaks=0`` (an ASan-built library cannot be dlopen'ed into an uninstrumented Python
 otherwise; libstdc++ after libasan, or the first C++ exception islpy throws aborts in ASan's
@@ -58,7 +58,7 @@ KERNELS = TESTS / "c_kernels"
 
 SAN_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer",
              "-O1", "-g", "-fopenmp")
-#: C kernels: also the bitwise-comparison flag of polytile.crun.DEFAULT_FLAGS.
+#: C kernels: also the bitwise-comparison flag of polytile.c_runner.DEFAULT_FLAGS.
 C_FLAGS = SAN_FLAGS + ("-ffp-contract=off",)
 TILE_FLAGS = SAN_FLAGS + ("-fPIC", "-shared")
 
@@ -203,7 +203,7 @@ def c_cases(quick: bool = False) -> List[dict]:
                      ("33", {n: 33 for n in names})]
             # time loops at 33 make stencils slow under ASan
             sets[-1] = ("33", {n: (3 if n in ("tsteps", "tmax") else 33) for n in names})
-        else:  # macros sized (2mm, heat-3d): the file's values and odd ones, set through crun's #define rewrite
+        else:  # macros sized (2mm, heat-3d): the file's values and odd ones, set through c_runner's #define rewrite
             sets += [("macros-odd", "odd")]
         if quick:
             sets = [s for s in sets if s[0] in ("tests", "primes", "macros-odd")]
@@ -270,7 +270,7 @@ def run_tile_case(case: dict) -> Tuple[str, str]:
 
 def run_c_case(case: dict) -> Tuple[str, str]:
     import numpy as np
-    from polytile import crun
+    from polytile import c_runner
     from polytile.errors import PolytileError
 
     path = Path(case["file"])
@@ -283,18 +283,18 @@ def run_c_case(case: dict) -> Tuple[str, str]:
         sizes = {m: PRIMES[i % len(PRIMES)] + (30 if i % 2 else 0) for i, m in enumerate(sorted(macros))}
         case["resolved_sizes"] = sizes
     try:
-        call = crun.prepare(path, sizes=sizes, scalars=case["scalars"], assume_no_alias=case["assume_no_alias"],
+        call = c_runner.prepare(path, sizes=sizes, scalars=case["scalars"], assume_no_alias=case["assume_no_alias"],
                             seed=zlib.crc32(case["label"].encode()))
     except PolytileError as e:
         return "rejected", f"prepare: {str(e).splitlines()[0][:200]}"
     include = path.parent
-    orig = crun.build(call.source, name=f"{call.function}_orig_san", flags=C_FLAGS, include_dir=include)
+    orig = c_runner.build(call.source, name=f"{call.function}_orig_san", flags=C_FLAGS, include_dir=include)
     want, _ = call.run(orig)
-    text, results = crun.optimise(path, assume_no_alias=case["assume_no_alias"], skip_nonaffine=True)
+    text, results = c_runner.optimise(path, assume_no_alias=case["assume_no_alias"], skip_nonaffine=True)
     notes = [f"lines {r.cscop.lines[0]}-{r.cscop.lines[1]} left as written" for r in results if r.text is None]
-    opt = crun.build(call.with_macros(text), name=f"{call.function}_opt_san", flags=C_FLAGS, include_dir=include)
+    opt = c_runner.build(call.with_macros(text), name=f"{call.function}_opt_san", flags=C_FLAGS, include_dir=include)
     got, _ = call.run(opt)
-    problems = [d for d in (crun.bitwise_difference(n, got[n], want[n]) for n in want) if d]
+    problems = [d for d in (c_runner.bitwise_difference(n, got[n], want[n]) for n in want) if d]
     changed = any(not np.array_equal(want[n], call.inputs[n]) for n in want)
     detail = "; ".join(problems + notes + ([] if changed else ["(the call changed no array)"]))
     return ("mismatch" if problems else "ok"), detail

@@ -7,12 +7,12 @@ cached), the function holding the regions is called through ctypes on the
 same random inputs, every array it can reach is compared byte for byte with
 the original build's, and the calls are timed.
 
-    >>> from polytile import crun
-    >>> call = crun.prepare("tests/c_kernels/gemm.c", sizes={"ni": 64, "nj": 64, "nk": 64})   # doctest: +SKIP
-    >>> lib = crun.build(call.source, name="gemm")                                             # doctest: +SKIP
-    >>> arrays, times = call.run(lib, repeat=3)         # doctest: +SKIP
-    >>> result = crun.compare_c(call, crun.variants(fusion=["max"]), repeat=5)                 # doctest: +SKIP
-    >>> print(result.table())                                                                  # doctest: +SKIP
+    >>> from polytile import c_runner
+    >>> call = c_runner.prepare("tests/c_kernels/gemm.c", sizes={"ni": 64, "nj": 64, "nk": 64})  # doctest: +SKIP
+    >>> lib = c_runner.build(call.source, name="gemm")                                           # doctest: +SKIP
+    >>> arrays, times = call.run(lib, repeat=3)                                                  # doctest: +SKIP
+    >>> result = c_runner.compare_c(call, c_runner.variants(fusion=["max"]), repeat=5)           # doctest: +SKIP
+    >>> print(result.table())                                                                    # doctest: +SKIP
 
 Arguments of the function: ``int`` parameters are sizes (``sizes``, no
 default), integer macros the regions use are sizes too (the file's value
@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import compare as compare_mod
-from . import copt
+from . import c_optimiser
 from . import runtime
 from .errors import IllegalSchedule, PolytileError
 from .frontends.c import CParam, CScop, extract, file_globals
@@ -430,15 +430,15 @@ def close_difference(name: str, got: np.ndarray, want: np.ndarray) -> Optional[s
 # ---------------------------------------------------------------------------
 
 
-def optimise(path, *, function: Optional[str] = None, **options) -> Tuple[bytes, List[copt.RegionResult]]:
-    """:func:`polytile.copt.optimize_regions`, or with ``function`` that function's whole body as the region.
+def optimise(path, *, function: Optional[str] = None, **options) -> Tuple[bytes, List[c_optimiser.RegionResult]]:
+    """:func:`polytile.c_optimiser.optimize_regions`, or with ``function`` that function's whole body as the region.
 
     ``options`` are ``optimize_regions``' keywords (tile, parallel, fusion, hardware, params, schedule,
-    skip_nonaffine, assume_no_alias, reassociate).
+    skip_nonaffine, assume_no_alias, reassociate, pure, cpp_args, cache).
 
     >>> # text, results = optimise("gemm.c", fusion="max")
     """
-    return copt.optimize_regions(path, function=function, **options)
+    return c_optimiser.optimize_regions(path, function=function, **options)
 
 
 @dataclass(frozen=True)
@@ -595,7 +595,7 @@ def verify(path, optimised: bytes, *, function: Optional[str] = None, whole_func
     return problems
 
 
-def _steps_of(results: Sequence[copt.RegionResult]) -> List[Any]:
+def _steps_of(results: Sequence[c_optimiser.RegionResult]) -> List[Any]:
     """Each region's steps as JSON: the list itself for one region, a list per region for several."""
     per = [[s.to_json() for s in r.schedule.steps] if r.schedule else [] for r in results]
     return per[0] if len(per) == 1 else per

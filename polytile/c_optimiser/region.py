@@ -1,0 +1,182 @@
+"""One region from its candidate schedules to its replacement text: bounded code generation, first success wins.
+
+:func:`optimize_region` takes the candidates of :mod:`.strategy` (or the
+replayed steps of a saved schedule) best first, checks each against the
+dependences once more and generates its loops (innermost loops separated,
+:func:`separate_innermost`) within an isl operation budget and a wall-clock
+budget; the first candidate that generates is the region's
+:class:`RegionResult`.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Tuple
+
+import islpy as isl
+
+from .. import deps as deps_mod
+from ..codegen.c import fresh_counter_prefix, generate_region
+from ..deadline import with_deadline
+from ..errors import PolytileError, ScheduleError
+from ..frontends.c import CScop
+from ..scheduling import Schedule, Step
+from .strategy import _scop_options
+
+
+@dataclass
+class RegionResult:
+    """What happened to one region: its schedule (None when left as it was) and notes.
+
+    ``timed_out``: a candidate's code generation ran out of wall-clock time, so
+    the result depends on the machine's load (it is not kept in the cache).
+    A result served from the cache (:func:`polytile.c_optimiser.optimize_regions`
+    with ``cache=True``) has its text and notes but no ``schedule``.
+    """
+
+    cscop: CScop
+    schedule: Optional[Schedule] = None
+    text: Optional[str] = None
+    notes: List[str] = field(default_factory=list)
+    timed_out: bool = False
+
+
+def _replay(scop, deps, steps: Sequence[Step]) -> Schedule:
+    from ..scheduling.saved import replay
+
+    return replay(scop, deps, steps)
+
+
+#: isl operations allowed for generating one candidate's code (a wavefront over long thin tiles can
+#: make isl's AST generator run for minutes; the next, simpler candidate is tried instead).
+MAX_CODEGEN_OPERATIONS = 3_000_000
+
+
+def separate_innermost(tree: isl.Schedule) -> isl.Schedule:
+    """Ask isl's AST generator to *separate* every innermost loop.
+
+    Fused statements with different domains (a stencil's sweeps shifted
+    against each other, the partial tiles at a boundary) otherwise share one
+    loop with an ``if`` per statement in its body, and GCC does not
+    vectorise such a loop.  Separation splits the loop into pieces in each
+    of which the same statements run unguarded: the middle piece is a
+    plain, vectorisable loop; the pieces at its ends are short.
+    """
+    def has_band_below(node: isl.ScheduleNode) -> bool:
+        found = []
+
+        def visit(n: isl.ScheduleNode) -> bool:
+            if n.get_type() == isl.schedule_node_type.band:
+                found.append(n)
+            return not found
+        for k in range(node.n_children()):
+            node.child(k).foreach_descendant_top_down(visit)
+        return bool(found)
+
+    def fn(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() == isl.schedule_node_type.band and not has_band_below(node):
+            opts = isl.UnionSet("{ separate[x] }", context=node.get_ctx())
+            node = node.band_set_ast_build_options(opts)
+        return node
+    return tree.map_schedule_node_bottom_up(fn)
+
+
+# isl's AST generator names loop counters c0, c1, ...; a file that uses such a name itself (a
+# variable or a loop-bound parameter c1) gets counters with a prefix no identifier of the file
+# starts a ``prefix<digits>`` name with, chosen when the AST is built (never by renaming text).
+def _generate_bounded(scop, s: Schedule, max_ops: Optional[int], separate: bool = True,
+                      taken: Sequence[str] = (), seconds: Optional[float] = None) -> Tuple[str, List[str]]:
+    """The region's code for schedule ``s``: isl.Error past ``max_ops`` isl operations, and
+    :class:`_CodegenTimeout` past ``seconds`` of wall time (isl's AST generator does not count every
+    operation: a stride-3 sweep under a skewed, tiled schedule ran for four minutes within the limit)."""
+    ctx = scop.domain.get_ctx()
+    tree = separate_innermost(s.tree()) if separate else s.tree()
+    prefix = fresh_counter_prefix(taken)
+
+    def work() -> str:
+        old = ctx.get_max_operations()
+        if max_ops:
+            ctx.set_max_operations(max_ops)
+            ctx.reset_operations()
+        try:
+            return json.dumps(generate_region(scop, tree, prefix))
+        finally:
+            if max_ops:
+                ctx.set_max_operations(old)
+                ctx.reset_operations()
+
+    text = work() if seconds is None else with_deadline(work, seconds)
+    if text is None:
+        raise _CodegenTimeout(f"took over {seconds:.0f} s")
+    code, notes = json.loads(text)
+    return code, list(notes)
+
+
+class _CodegenTimeout(Exception):
+    """isl's AST generator ran past its time budget (the schedule is tried no further)."""
+
+
+#: Wall-clock budget of code generation for one region (all candidate schedules together), and for
+#: one attempt.
+CODEGEN_SECONDS = 40.0
+CODEGEN_ATTEMPT_SECONDS = 15.0
+CODEGEN_MIN_SECONDS = 2.0
+
+
+def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusion: str = "smart",
+                    l2_bytes: int = 1 << 20, steps: Optional[Sequence[Step]] = None,
+                    max_operations: Optional[int] = MAX_CODEGEN_OPERATIONS) -> RegionResult:
+    """Schedule one extracted region and generate its replacement text (``cs.wrap`` of the loops)."""
+    res = RegionResult(cs)
+    if cs.skipped or cs.scop is None:
+        res.notes.append(f"skipped: {cs.reason.splitlines()[0] if cs.reason else 'not affine'}")
+        return res
+    scop = cs.scop
+    if not scop.statements:
+        res.notes.append("no statements")
+        return res
+    if steps is not None:
+        res.notes.append("schedule replayed from the given steps")
+        reorders = [st for st in steps if st.kwargs().get("reduction")]
+        if reorders and not any(st.is_reduction for st in scop.statements):
+            raise ScheduleError(f"{cs.path}:{cs.lines[0]}: the schedule reorders reductions ({reorders[0]}); "
+                                "replay it with reassociation on (polytile opt --reassociate, "
+                                "optimize_c(..., reassociate=True))")
+        options = [(scop, iter([(_replay(scop, deps_mod.compute(scop), steps), [])]), [])]
+        max_operations = None
+    else:
+        options = _scop_options(scop, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
+                                notes=res.notes)
+    last_error: Optional[Exception] = None
+    deadline = time.monotonic() + CODEGEN_SECONDS
+    for use_scop, cands, extra_notes in options:
+        for s, local in cands:
+            s = s.check("optimised schedule")
+            code = None
+            for separate in (True, False):
+                # Candidates share the region's budget; once it is spent each still gets a short
+                # try (the simpler candidates come last and generate in milliseconds).
+                left = deadline - time.monotonic()
+                seconds = (None if max_operations is None
+                           else max(CODEGEN_MIN_SECONDS, min(left, CODEGEN_ATTEMPT_SECONDS)))
+                try:
+                    code, gen_notes = _generate_bounded(use_scop, s, max_operations, separate=separate,
+                                                        taken=cs.taken, seconds=seconds)
+                    break
+                except (isl.Error, _CodegenTimeout) as e:
+                    last_error = e
+                    res.timed_out = res.timed_out or isinstance(e, _CodegenTimeout)
+                    res.notes.append(f"code generation{' with separated innermost loops' if separate else ''} "
+                                     f"gave up on {' -> '.join(str(x) for x in s.steps[1:])}: "
+                                     f"{str(e).splitlines()[0][:120]}")
+            if code is None:
+                continue
+            res.notes.extend(extra_notes)
+            res.notes.extend(local)
+            res.notes.extend(gen_notes)
+            res.schedule = s
+            head = "/* polytile opt: " + " -> ".join(str(st) for st in s.steps) + " */\n"
+            res.text = cs.wrap(head + code)
+            return res
+    raise PolytileError(f"{cs.path}:{cs.lines[0]}: no schedule could be generated ({last_error})")
