@@ -63,6 +63,14 @@ def tile_sizes(s: Schedule, rep: str, loops: Sequence[str], group: Sequence[str]
     The footprint of a tile is estimated per array as its element size times
     the product of the innermost ``min(rank, space loops)`` space tile sizes
     (a 2-D array touched by a 3-D tile holds a face of it).
+
+    Why not the cost model the Tile path asks (``polytile.cost``, ``polytile.autotile``): a C region's
+    sizes are usually parameters (``n``, ``tsteps``), and the model needs concrete trip counts --
+    ``cost.predict`` of a parametric schedule is 0 -- while autotile's candidates are built for
+    contractions with a recognised reduction (``autotile.roles``), which C statements in their own
+    text are not unless ``--reassociate`` makes them so.  Ranking a few candidate sizes with the model
+    at the sizes fixed by ``--dims`` (or assumed ones) is the way to join the two; until then this rule
+    reads the one fact it needs from the descriptor, the L2 size.
     """
     def time_like(dim: int) -> bool:
         # A time loop for most of the group's statements (fdtd-2d's ey[0][j] = fict[t] reads by t).
