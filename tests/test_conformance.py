@@ -148,6 +148,7 @@ def test_reference_agrees_with_plaidml(family):
     assert not problems, f"{len(problems)} disagreements:\n" + "\n".join(problems[:40])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_compiled_agrees_with_plaidml(family, pool):
     problems = [p for ps in pool.map(_check_compiled, load(family), chunksize=4) for p in ps]

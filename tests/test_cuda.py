@@ -227,6 +227,7 @@ def test_ptx_keeps_the_accumulator_in_a_register():
     assert "ld.global.nc" in body
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_nvcc_builds_every_example_in_one_unit():
     """Every example at every size -- float32 with the cost model's blocks, steps and promotion, float64

@@ -331,6 +331,7 @@ def apply_random_steps(data, s: S.Schedule, check_result, ops=OPS) -> S.Schedule
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=60)
 @given(data=st.data())
 def test_random_steps_on_tile_examples(data):
@@ -345,6 +346,7 @@ def test_random_steps_on_isl_scops(data):
     apply_random_steps(data, isl_base(name), check_isl_result)
 
 
+@pytest.mark.slow
 @settings(max_examples=30)
 @given(data=st.data())
 def test_random_steps_on_isl_scheduler_output(data):
@@ -369,6 +371,7 @@ OTHER_DIMS = {
 }
 
 
+@pytest.mark.slow
 @settings(max_examples=30)
 @given(data=st.data())
 def test_random_steps_replayed_on_other_shapes(data):
@@ -400,6 +403,7 @@ FUSION_CASES = (("matmul_bias_relu", "M=3,K=2,N=4"), ("gemm", "M=2,K=3,N=3"), ("
 FUSE_HEAVY = OPS + ("fuse",) * 3 * len(OPS) + ("distribute",) * len(OPS)
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(data=st.data())
 def test_random_fusions_and_steps(data):
