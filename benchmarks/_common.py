@@ -1,4 +1,4 @@
-"""Shared pieces of the benchmark scripts: arguments, provenance, timing rules, tables, results files.
+"""Shared pieces of the benchmark scripts: arguments, provenance, timing rules, results files.
 
 Every script in this directory prints a table and writes a JSON file into
 ``benchmarks/results/`` that carries enough provenance to judge the numbers
@@ -10,7 +10,10 @@ the median (min and max alongside), and every ratio is against a baseline
 measured in the same run, on the same inputs.
 
 The measuring itself is :func:`polytile.compare.compare` (legality check,
-oracle check, timing); this module only adds what scripts share around it.
+oracle check, timing), and ``polytile.compare`` also holds the pieces the
+scripts use on their own: ``random_inputs``, ``time_calls`` and ``spread``
+(median/min/max), ``format_table``.  This module only adds what scripts share
+around them.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -80,12 +83,6 @@ def provenance(**extra) -> Dict[str, Any]:
     from polytile.compare import provenance as base
 
     return base(**run_info(), **extra)
-
-
-def table(rows: Sequence[Sequence[str]]) -> str:
-    from polytile.compare import format_table
-
-    return format_table([list(map(str, r)) for r in rows])
 
 
 def ms(seconds: Optional[float]) -> str:

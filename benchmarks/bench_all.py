@@ -14,7 +14,7 @@ the measured value and a verdict.  The summary is also written to
 Imported, it is the harness the four scripts share (what is not already in
 ``_common``).  One measurement of a workload goes like this:
 
-1. **Inputs**: float32 standard normals from ``numpy.random.default_rng(seed)``,
+1. **Inputs**: float32 standard normals (``polytile.compare.random_inputs``, seeded),
    saved as ``.npy`` files so that every process times the very same arrays.
 2. **Truth**: the workload's reference computed in float64 from those inputs.
 3. **polytile**: ``polytile.compile(tile_file)`` (the default: every
@@ -66,7 +66,6 @@ import io
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -79,6 +78,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 import _common
+from polytile.compare import format_table, random_inputs, spread, time_calls
 
 #: The tolerance every output is checked with: allclose(out, truth, rtol=RTOL, atol=RTOL * max|truth|).
 RTOL = 1e-4
@@ -250,12 +250,7 @@ def worker_main(baselines: Mapping[str, Callable[..., np.ndarray]]) -> int:
             elif cmd == "time":
                 fn = baselines[req["baseline"]]
                 args = arrays[req["key"]]
-                times = []
-                for _ in range(int(req["inner"])):
-                    t0 = time.perf_counter()
-                    fn(*args)
-                    times.append(time.perf_counter() - t0)
-                ans = {"times": times}
+                ans = {"times": time_calls(lambda: fn(*args), int(req["inner"]))}
             else:
                 ans = {"error": f"unknown command {cmd!r}"}
         except Exception as e:  # report, keep serving
@@ -336,22 +331,17 @@ class Subject:
         n = self.inner if inner is None else inner
         if self.worker is not None:
             return self.worker.ask(cmd="time", key=self.key, baseline=self.baseline, inner=n)["times"]
-        times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            self.call()
-            times.append(time.perf_counter() - t0)
-        return times
+        return time_calls(self.call, n)
 
     @property
     def median(self) -> Optional[float]:
-        return statistics.median(self.times) if self.times else None
+        return spread(self.times).median
 
     def stats(self) -> Dict[str, Any]:
         t = self.times
-        return {"inner": self.inner, "runs": len(t), "median_s": self.median,
-                "min_s": min(t) if t else None, "max_s": max(t) if t else None,
-                "round_medians_s": [statistics.median(r) for r in self.rounds], "times_s": t}
+        s = spread(t)
+        return {"inner": self.inner, "runs": len(t), "median_s": s.median, "min_s": s.min, "max_s": s.max,
+                "round_medians_s": [spread(r).median for r in self.rounds], "times_s": t}
 
 
 def check(out, truth: np.ndarray) -> Dict[str, Any]:
@@ -424,8 +414,7 @@ def run_workload(w: Workload, script: Path, workers: List[Worker], args, say, tm
     from polytile.tune import parse_budget, tune
 
     key = f"{w.family}-{w.shape}".replace(" ", "")
-    rng = np.random.default_rng(args.seed)
-    arrays = [rng.standard_normal(size=tuple(s), dtype=np.float32) for s in w.shapes]
+    arrays = random_inputs(w.shapes, ["float32"] * len(w.shapes), "normal", args.seed)
     files = []
     for n, a in enumerate(arrays):
         files.append(str(tmp / f"{key}-in{n}.npy"))
@@ -660,7 +649,7 @@ def result_table(records: List[Dict[str, Any]], labels: Sequence[str]) -> str:
                      _f(x.get("polytile_measured_peak_pct"), "{:.1f}"),
                      f">= {r['target']}x" + (f" (aim {r['aim']}x)" if r["aim"] else ""),
                      _f(x.get("ratio_of_mins"), "{:.2f}x")])
-    return _common.table(rows)
+    return format_table(rows)
 
 
 def tune_table(records: List[Dict[str, Any]]) -> str:
@@ -676,7 +665,7 @@ def tune_table(records: List[Dict[str, Any]]) -> str:
                      _f(x.get("tuned_peak_pct"), "{:.1f}"), _f(x.get("tuned_vs_untuned"), "{:.2f}x"),
                      _f(x.get("tuned_vs_default"), "{:.2f}x"),
                      "; ".join(t["best_configs"]) or "the untuned default"])
-    return _common.table(rows)
+    return format_table(rows)
 
 
 # ---------------------------------------------------------------------------
@@ -732,7 +721,7 @@ def summary(results: Mapping[str, Optional[Dict[str, Any]]]) -> Tuple[str, List[
         table.append([row["row"], row["shape"], _common.ms(row.get("baseline_ms")), _common.ms(row.get("polytile_ms")),
                       "-" if m is None else f"{m:.2f}{row.get('unit', '')}", _f(row.get("gflops"), "{:.1f}"),
                       _f(row.get("peak_pct"), "{:.1f}"), row.get("target", "-"), row["verdict"]])
-    return _common.table(table), rows
+    return format_table(table), rows
 
 
 def run_all(argv=None) -> int:

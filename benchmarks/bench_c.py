@@ -50,6 +50,8 @@ sys.path.insert(0, str(HERE))
 
 import _common  # noqa: E402
 
+from polytile import dtypes as D  # noqa: E402
+from polytile.compare import format_table  # noqa: E402
 from polytile.c_optimiser import optimize_regions  # noqa: E402
 from polytile.frontends.c import extract  # noqa: E402
 
@@ -103,8 +105,7 @@ def rewrite_macros(text: str, values: Dict[str, int]) -> str:
 def driver(cs, sizes: Dict[str, int], spec: Dict[str, Any], repeat: int, warmup: int) -> str:
     """A C main() that initialises the arrays, times the kernel and prints median seconds and a checksum."""
     arrays = {a.name: a for a in cs.scop.arrays if a.shape}
-    ctype = {"float64": "double", "float32": "float", "int32": "int", "int64": "long"}
-    lines = ["#include <stdio.h>", "#include <stdlib.h>", "#include <time.h>", ""]
+    lines = ["#include <stdint.h>", "#include <stdio.h>", "#include <stdlib.h>", "#include <time.h>", ""]
     params = []
     for p in cs.signature:
         params.append({"int": "int", "float": "double", "array": "void *"}.get(p.kind, "void *") + f" {p.name}")
@@ -117,7 +118,7 @@ def driver(cs, sizes: Dict[str, int], spec: Dict[str, Any], repeat: int, warmup:
               "return (x > y) - (x < y); }", ""]
     decl, init, check = [], [], []
     for name, a in arrays.items():
-        t = ctype.get(a.dtype, "double")
+        t = D.C_TYPES.get(a.dtype, "double")
         count = math.prod(a.shape)
         if name in spec.get("globals", {}):
             decl.append(f"  {t} *{name} = ({t} *){spec['globals'][name]}();")
@@ -125,7 +126,7 @@ def driver(cs, sizes: Dict[str, int], spec: Dict[str, Any], repeat: int, warmup:
             decl.append(f"  {t} *{name} = ({t} *)aligned_alloc(64, sizeof({t}) * {count}L);")
         row = a.shape[-1]
         val = "(double)((k * 7 + 13) % 101) / 101.0 + 0.5"
-        if t == "int":
+        if D.is_integer(a.dtype):
             val = "(k * 7 + 13) % 101 + 1"
         diag = spec.get("init") == "diag" and len(a.shape) == 2 and a.shape[0] == a.shape[1]
         extra = f" + ((k / {row}) == (k % {row}) ? {a.shape[0]}.0 : 0.0)" if diag else ""
@@ -310,7 +311,7 @@ def main() -> int:
     geo = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None  # noqa: E731
     means = {f"{o}_vs_{b}": geo(v) for (o, b), v in speed.items()}
     g1, g2 = means.get("polytile_vs_O3"), means.get("polytile_vs_graphite")
-    print(_common.table(rows))
+    print(format_table(rows))
     print(f"({THREADS} threads; polly: {'yes' if CLANG else 'clang not installed'}; polytile: bitwise the original's "
           "results; reassoc: --reassociate, checksum relative difference in the last column)")
     for o in ours:

@@ -48,6 +48,8 @@ sys.path.insert(0, str(HERE))
 
 import _common  # noqa: E402
 
+from polytile.compare import format_table  # noqa: E402
+
 SHAPE_N = 8
 OPTIONS = {"default": {}, "smart": {"fusion": "smart"}}
 
@@ -232,7 +234,7 @@ def main(argv=None) -> int:
             table.append([opt, r["statements"], sec, "-" if g is None else f"n^{g:.2f}",
                           *[f"{st[s]:.2f}" if s in st else "-" for s in stage_names]])
     print(f"compile time, {args.dtype} (fresh process, empty cache; seconds; growth = exponent from the previous size)")
-    print(_common.table(table))
+    print(format_table(table))
     for opt, rows in results.items():
         last = rows[-1]
         verdict = ("timeout" if last["status"] == "timeout" else
@@ -249,9 +251,8 @@ def main(argv=None) -> int:
                   f"{'' if args.profile_build else ', without the C compiler (build=False)'}: top {args.top} by cumulative time "
                   f"(total {prof['total']:.1f} s)")
             rows = _interesting(prof["rows"], args.top)
-            print(_common.table([["cumtime s", "tottime s", "calls", "function", "where"]] +
-                                [[f"{r['cumtime']:.2f}", f"{r['tottime']:.2f}", r["ncalls"], r["function"], r["where"]]
-                                 for r in rows]))
+            print(format_table([[f"{r['cumtime']:.2f}", f"{r['tottime']:.2f}", r["ncalls"], r["function"], r["where"]]
+                                for r in rows], ["cumtime s", "tottime s", "calls", "function", "where"]))
             prof["top"] = rows
         else:
             print(f"profile: {prof['status']} {prof.get('detail', '')[-500:]}")

@@ -39,6 +39,7 @@ from __future__ import annotations
 import sys
 
 import _common
+from polytile.compare import format_table
 
 #: conv (3x3 valid, NHWC/HWIO) -> relu -> 2x2 stride-2 max pool.
 CONV_RELU_POOL = """\
@@ -94,7 +95,7 @@ def run_one(title: str, program, dims: str, cands, args):
         table.append([f["candidate"], _common.ms(f["unfused_median_s"]), _common.ms(f["fused_median_s"]),
                       "-" if f["ratio_unfused_over_fused"] is None else f"{f['ratio_unfused_over_fused']:.2f}x",
                       f["arrays"], f"{f['traffic_saved_bytes']} B"])
-    print(_common.table(table))
+    print(format_table(table))
     print()
     print("schedules:")
     print("\n".join(_common.summary_lines(result)))

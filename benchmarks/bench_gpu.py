@@ -22,16 +22,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
-
-import numpy as np
 
 import _common
 
 from polytile import hardware
+from polytile.compare import random_inputs, spread, time_calls
 from polytile.targets.cuda import compile_cuda, cuda_source, no_device_reason
 
 
@@ -44,16 +41,6 @@ def workloads(args):
         out.append(("conv2d", f"{N}x{H}x{W}x{CI} * {KH}x{KW}x{CI}x{CO}", _common.EXAMPLES / "conv2d.tile",
                     [(N, H, W, CI), (KH, KW, CI, CO)], flops))
     return out
-
-
-def _median_time(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def _cupy_baseline(cp, name, arrays):
@@ -101,9 +88,8 @@ def main(argv=None) -> int:
     except ImportError:
         cp = None
     rows = []
-    rng = np.random.default_rng(0)
     for (kind, size, path, shapes, flops), variant in [(w, v) for w in wl for v in variants]:
-        host = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        host = random_inputs(shapes, ["float32"] * len(shapes), "normal", seed=0)
         k = compile_cuda(path, shapes, ["float32"] * len(shapes), hardware=desc, **variants[variant])
         name = f"{kind} ({variant})"
         row = {"workload": name, "size": size, "flops": flops, "variant": variant,
@@ -124,11 +110,11 @@ def main(argv=None) -> int:
                 if rc:
                     raise RuntimeError(f"CUDA error {rc}")
 
-            t = _median_time(run, args.repeat)
-            tb = _median_time(_cupy_baseline(cp, kind, dev_in), args.repeat)
+            t = spread(time_calls(run, args.repeat, 1)).median
+            tb = spread(time_calls(_cupy_baseline(cp, kind, dev_in), args.repeat, 1)).median
             row.update(seconds=t, baseline_seconds=tb, baseline="cupy (cuBLAS)", ratio=tb / t)
         else:
-            t = _median_time(lambda: k(*host), args.repeat)
+            t = spread(time_calls(lambda: k(*host), args.repeat, 1)).median
             row.update(seconds=t, note="host entry: transfers included (no cupy)")
         row["tflops"] = flops / t / 1e12
         row["fraction_of_peak"] = row["tflops"] / peak if peak else None

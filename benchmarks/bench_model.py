@@ -122,7 +122,7 @@ def cfg_name(c) -> str:
 
 def run_program(name: str, args, hw) -> Tuple[Dict[str, Any], bool]:
     from polytile import autotile, cost, pipeline
-    from polytile.compare import compare
+    from polytile.compare import compare, format_table
 
     path, dims = PROGRAMS[name]
     s = pipeline.schedule(path, dims=dims)
@@ -164,7 +164,7 @@ def run_program(name: str, args, hw) -> Tuple[Dict[str, Any], bool]:
                       _common.ms(it["pred_config"].time_s) if it["config"] is not None else "-",
                       p.bound, str(p.parallelism), _common.ms(r.median), _common.ms(r.min),
                       "-" if r.gflops is None else f"{r.gflops:.1f}", r.check])
-    print(_common.table(table))
+    print(format_table(table))
     print(f"Spearman(predict, median) = {rho:.3f} over {len(measured)} schedules   "
           f"(vs min: {rho_min:.3f}; predict_config on the {len(with_cfg)} configurations: {rho_cfg:.3f})")
     print(flush=True)
@@ -221,7 +221,7 @@ def timed_in_rounds(path, dims: str, rows, args) -> List[Dict[str, Any]]:
     share, and whether it was kept.
     """
     from polytile import pipeline
-    from polytile.compare import random_inputs
+    from polytile.compare import random_inputs, time_calls
 
     prog = pipeline.load_program(path)
     shapes = pipeline.shapes_from_dims(prog, pipeline.parse_dims(dims))
@@ -244,11 +244,7 @@ def timed_in_rounds(path, dims: str, rows, args) -> List[Dict[str, Any]]:
             say(f"round {len(rounds)}: waited {w['waited_s']} s for CPU pressure "
                 f"{w['pressure_before']} -> {w['pressure_after']}")
         stall0, wall0 = cpu_stall_us(), time.perf_counter()
-        times = []
-        for r, call in calls:
-            t0 = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - t0)
+        times = [time_calls(call, 1)[0] for _, call in calls]  # interleaved: one call of each per round
         wall = time.perf_counter() - wall0
         stall1 = cpu_stall_us()
         share = None if stall0 is None or stall1 is None else 100 * (stall1 - stall0) / 1e6 / wall
@@ -288,7 +284,7 @@ def calibrate(args) -> Dict[str, Any]:
     outside a parallel region).
     """
     from polytile import autotile, cost, pipeline
-    from polytile.compare import compare
+    from polytile.compare import compare, format_table
 
     hw = host(1)
     peak = hw.peak_gflops("float32")
@@ -350,7 +346,7 @@ def calibrate(args) -> Dict[str, Any]:
                              "measured_gflops": meas, "measured_fraction": None if meas is None else meas / peak,
                              "predicted_fraction": pred / peak, "steps": r.steps})
     print(f"== calibration: float32, one thread (peak {peak:.1f} GFLOP/s)")
-    print(_common.table(table))
+    print(format_table(table))
     print(flush=True)
     return {"calibration": out_rows, "peak_gflops_one_core": peak}
 

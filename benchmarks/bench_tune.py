@@ -43,6 +43,7 @@ import sys
 import time
 
 import _common
+from polytile.compare import format_table
 
 
 def _load() -> list:
@@ -154,7 +155,7 @@ def main(argv=None) -> int:
                      _common.ms(s["model_pick_median_s"]), _common.ms(s["best_median_s"]), _g(s["best_gflops"]),
                      f"{s['speedup_over_default']:.2f}x",
                      "-" if s["speedup_over_model_pick"] is None else f"{s['speedup_over_model_pick']:.2f}x"])
-    print(_common.table(rows))
+    print(format_table(rows))
     data = {"provenance": _common.provenance(benchmark="tune", load_average=_load()), "programs": sections}
     out = _common.write_json(args.out, data)
     print(f"wrote {out}")

@@ -278,7 +278,7 @@ class AstPrinter:
         # The element type for floats; integers sum in long long (written back modulo the cell's
         # width, as the original's wrap-around would): no <stdint.h> needed in the user's file.
         dtype = self.arrays[st.body.array].dtype
-        before.append(f"{ {'float32': 'float', 'float64': 'double'}.get(dtype, 'long long')} {acc} = "
+        before.append(f"{ctype(dtype) if D.is_float(dtype) else 'long long'} {acc} = "
                       f"{1 if op == '*=' else 0};")
         clause = Simd((Reduction("*" if op == "*=" else "+", acc),))
         return {st.name: acc}, kept + (clause,), before, [f"{lhs} {'*=' if op == '*=' else '+='} {acc};"]

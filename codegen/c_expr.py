@@ -19,11 +19,11 @@ from polytile.errors import InternalError
 from polytile.poly import body as B
 from polytile.poly.scop import Array
 
-CTYPE = dict(D.C_TYPES)
-_FLOAT = ("float32", "float64")
-
-_INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
-_SELECTABLE = ("bool",) + _INTS + ("float32", "float64")
+# The element types of polytile.dtypes the generated C computes in: float16 is not among them (binding
+# rejects it; _helper_dtype sends it through float32 should it appear).
+_FLOAT = tuple(d for d in D.FLOATS if d != "float16")
+_INTS = D.INTEGERS
+_SELECTABLE = ("bool",) + _INTS + _FLOAT
 
 
 def _typed_helpers() -> str:
@@ -101,7 +101,7 @@ static inline int64_t pt_ipow(int64_t b, int64_t e) {
 
 def ctype(dtype: str) -> str:
     try:
-        return CTYPE[dtype]
+        return D.C_TYPES[dtype]
     except KeyError:
         raise InternalError(f"no C type for dtype {dtype}") from None
 

@@ -28,10 +28,12 @@ from typing import Dict, List, Optional, Tuple
 import cgen
 import islpy as isl
 
+from polytile import dtypes as D
 from polytile.poly import body as B
 from polytile.scheduling.marks import RegTile
 
-VEC_BYTES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+#: The element types a register tile holds in GCC vectors (their sizes come from polytile.dtypes).
+VECTOR_DTYPES = ("float32", "float64", "int32", "int64")
 
 
 def vec_type(dtype: str, lanes: int) -> str:
@@ -40,9 +42,9 @@ def vec_type(dtype: str, lanes: int) -> str:
 
 def vec_typedef(dtype: str, lanes: int, ctype: str) -> str:
     """An unaligned, may-alias GCC vector type (the same trick the intrinsics headers use)."""
-    size = VEC_BYTES[dtype] * lanes
+    item = D.width(dtype) // 8
     return (f"typedef {ctype} {vec_type(dtype, lanes)} "
-            f"__attribute__((vector_size({size}), aligned({VEC_BYTES[dtype]}), may_alias));")
+            f"__attribute__((vector_size({item * lanes}), aligned({item}), may_alias));")
 
 
 def _depends(n: B.Node, it: str) -> bool:
@@ -122,7 +124,7 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
     body = st.body
     arr = printer.arrays[body.array]
     dtype = arr.dtype
-    if body.reduce not in ("+", "*") or dtype not in VEC_BYTES or NR % V:
+    if body.reduce not in ("+", "*") or dtype not in VECTOR_DTYPES or NR % V:
         raise _Fallback("only + and * reductions of float/int arrays with NR a multiple of the lanes")
     if len(body.index) == 0 or not _is_iter(body.index[-1], jname) or any(_depends(e, jname) for e in body.index[:-1]):
         raise _Fallback("the output is not unit-stride along the vector loop")

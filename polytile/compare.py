@@ -16,10 +16,11 @@ interpreter, and timed (median/min/max over ``repeat`` calls after
 baseline is always measured in the same process, on the same inputs, just
 before the others.
 
-The module also holds the pieces ``polytile run`` shares (random inputs,
-output checks with stated tolerances, flop counts) so the command line and
-the API judge kernels the same way.  The pipeline is imported on first use:
-``polytile --help`` must not pay for islpy.
+The module also holds the pieces ``polytile run``, ``tune`` and the benchmark
+scripts share (random inputs, output checks with stated tolerances, flop
+counts, the timing loop and its median/min/max, text tables) so the command
+line and the API judge and report kernels the same way.  The pipeline is
+imported on first use: ``polytile --help`` must not pay for islpy.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -51,33 +52,45 @@ COUNT_SCAN_LIMIT = 200_000
 
 
 # ---------------------------------------------------------------------------
-# Inputs, checks, flop counts (shared with `polytile run`)
+# Inputs, checks, flop counts, timing (shared with `polytile run`, tune and the benchmarks)
 # ---------------------------------------------------------------------------
 
 
 def random_inputs(shapes: Sequence[Sequence[int]], dtypes: Sequence[str], kind: str = "int", seed: int = 0,
                   positive: bool = False) -> List[np.ndarray]:
-    """Random inputs: small integers (exact in every dtype, so checks can be exact) or normals.
+    """Seeded random inputs, one per shape and dtype: small integers (exact in every dtype, so checks can be
+    exact) or normals -- the one generator of ``compare``, ``run``, ``tune`` and the benchmarks.
 
-    ``positive`` (a file's ``// inputs: positive``) draws from [1, 4] instead,
-    for programs taking logs or square roots.
+    ``kind="int"``: integers in [-4, 4]; ``"normal"``: standard normals, rounded to integers for integer
+    dtypes (a cast would truncate most of them to 0).  ``positive`` (a file's ``// inputs: positive``)
+    draws from [1, 4] instead (integers, or uniform reals), for programs taking logs or square roots.
+    Each array is drawn directly in its dtype (integers as int8, reals in float32 unless the input is
+    float64), so the peak memory is the inputs themselves plus a byte per element, never an
+    int64/float64 copy of each.
     """
     if kind not in ("int", "normal"):
         raise PolytileError(f"unknown input kind {kind!r}; use 'int' or 'normal'")
     rng = np.random.default_rng(seed)
     arrays = []
     for shape, dtype in zip(shapes, dtypes):
+        dt = np.dtype(dtype)
+        shape = tuple(shape)
         if kind == "int":
             lo, hi = (1, 4) if positive else (-4, 4)
-            a = rng.integers(lo, hi + 1, size=tuple(shape))
-        elif positive:
-            a = rng.uniform(1.0, 4.0, size=tuple(shape))
+            a = rng.integers(lo, hi + 1, size=shape, dtype=np.int8).astype(dt, copy=False)
         else:
-            a = rng.standard_normal(size=tuple(shape))
-        if np.dtype(dtype).kind in "iu" and kind == "normal":
-            a = np.rint(a)  # a cast would truncate most normals to 0
+            fdt = dt if dt in (np.float32, np.float64) else np.dtype(np.float32)
+            if positive:
+                a = rng.random(size=shape, dtype=fdt)
+                a *= 3
+                a += 1
+            else:
+                a = rng.standard_normal(size=shape, dtype=fdt)
+            if dt.kind in "iu":
+                a = np.rint(a, out=a)
+            a = a.astype(dt, copy=False)
         # np.array, not np.ascontiguousarray: the latter turns a 0-d (scalar input) array into shape (1,).
-        arrays.append(np.array(a, dtype=dtype, order="C"))
+        arrays.append(np.array(a, dtype=dt, order="C", copy=False) if a.ndim else np.array(a, dtype=dt))
     return arrays
 
 
@@ -198,7 +211,7 @@ def count_flops(spec, scan_limit: Optional[int] = None) -> Optional[int]:
     return total
 
 
-def time_calls(fn: Callable[[], Any], repeat: int, warmup: int) -> List[float]:
+def time_calls(fn: Callable[[], Any], repeat: int, warmup: int = 0) -> List[float]:
     """Seconds per call of ``fn`` over ``repeat`` timed calls, after ``warmup`` untimed ones."""
     for _ in range(warmup):
         fn()
@@ -208,6 +221,37 @@ def time_calls(fn: Callable[[], Any], repeat: int, warmup: int) -> List[float]:
         fn()
         times.append(time.perf_counter() - t0)
     return times
+
+
+class Spread(NamedTuple):
+    """The median, min and max of some timed calls' seconds (each None when nothing was timed)."""
+
+    median: Optional[float]
+    min: Optional[float]
+    max: Optional[float]
+
+
+def spread(times: Sequence[float]) -> Spread:
+    """Median, min and max of ``times``: how every measurement here reports its calls."""
+    if not times:
+        return Spread(None, None, None)
+    return Spread(statistics.median(times), min(times), max(times))
+
+
+def capped_calls(first_s: float, repeat: int, warmup: int, cap_s: float) -> Tuple[int, int]:
+    """(warm-up calls, timed calls) still to make of a callable whose first call, the first warm-up,
+    took ``first_s`` seconds, so that measuring it takes about ``cap_s`` seconds at most.
+
+    ``(0, 0)`` when that call alone reached the cap: it is the only measurement.  Otherwise the other
+    ``warmup - 1`` warm-ups and ``repeat`` timed calls, or, when those would not fit, no more warm-up
+    and as many timed calls as fit (at least one).
+    """
+    if first_s >= cap_s:
+        return 0, 0
+    extra_warmup = max(0, warmup - 1)
+    if first_s * (extra_warmup + repeat) <= cap_s:
+        return extra_warmup, repeat
+    return 0, max(1, min(repeat, int(cap_s // max(first_s, 1e-9))))
 
 
 # ---------------------------------------------------------------------------
@@ -433,15 +477,15 @@ class Row:
 
     @property
     def median(self) -> Optional[float]:
-        return statistics.median(self.times) if self.times else None
+        return spread(self.times).median
 
     @property
     def min(self) -> Optional[float]:
-        return min(self.times) if self.times else None
+        return spread(self.times).min
 
     @property
     def max(self) -> Optional[float]:
-        return max(self.times) if self.times else None
+        return spread(self.times).max
 
     @property
     def gflops(self) -> Optional[float]:
@@ -471,10 +515,21 @@ def _ms(x: Optional[float]) -> str:
     return "-" if x is None else f"{x * 1e3:.3f}"
 
 
-def format_table(rows: List[List[str]]) -> str:
-    """Left-aligned columns separated by two spaces (the layout of ``polytile run``)."""
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
+def format_table(rows: Sequence[Sequence[Any]], headers: Optional[Sequence[Any]] = None) -> str:
+    """``rows`` (after ``headers``, when given) as left-aligned columns separated by two spaces, without
+    trailing blanks: the one text-table layout of ``polytile run``, ``compare``, ``tune`` and the
+    benchmarks.  Cells are written with ``str``.
+
+        >>> print(format_table([["matmul", 1.5], ["conv", 10]], ["kernel", "ms"]))
+        kernel  ms
+        matmul  1.5
+        conv    10
+    """
+    table = [[str(cell) for cell in r] for r in ([headers] if headers is not None else []) + list(rows)]
+    if not table:
+        return ""
+    widths = [max(len(r[c]) for r in table) for c in range(len(table[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in table)
 
 
 CSV_FIELDS = ("name", "origin", "legal", "check", "reason", "max_abs_err", "median_ms", "min_ms", "max_ms",
@@ -501,12 +556,12 @@ class CompareResult:
 
     def table(self) -> str:
         head = ["candidate", "legal", "check", "median ms", "min ms", "max ms", "GFLOP/s", "speedup"]
-        rows = [head]
+        rows = []
         for r in self.rows:
             rows.append([r.name, "yes" if r.legal else "no", r.check, _ms(r.median), _ms(r.min), _ms(r.max),
                          "-" if r.gflops is None else f"{r.gflops:.2f}",
                          "-" if r.speedup is None else f"{r.speedup:.2f}x"])
-        text = format_table(rows)
+        text = format_table(rows, head)
         notes = []
         for r in self.rows:
             if r.reason:

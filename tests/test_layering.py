@@ -78,9 +78,10 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
                                         "schedule", "version")),
     # Building C files and calling them on opt variants.
     ("c_runner", ("polytile.c_runner",), ("cfrontend", "errors", "compare", "c_optimiser", "runtime")),
-    # What a command runs on: sizes, types and schedule files from the command line; argparse types.
+    # What a command runs on: sizes, types and schedule files from the command line (read by
+    # scheduling.saved's reader); argparse types.
     ("command_inputs", ("polytile.cli.inputs", "polytile.cli.argtypes"),
-     ("errors", "memory", "compare", "pipeline")),
+     ("errors", "memory", "schedule", "compare", "pipeline")),
     ("tune", ("polytile.tune",), ("config", "cost", "errors", "hardware", "interpreter", "command_inputs",
                                   "compare", "pipeline", "runtime", "schedule", "version")),
     # The commands.

@@ -8,7 +8,6 @@ it; the memory check before allocating.  The commands (``polytile.cli``) and ``t
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -393,24 +392,17 @@ class ScheduleFile:
 
 
 def load_schedule_file(path) -> ScheduleFile:
-    """Read a saved schedule document or a bare JSON list of steps, with errors naming the file."""
-    from .. import pipeline
+    """Read a saved schedule document or a bare JSON list of steps, with errors naming the file.
+
+    The file is read by :func:`polytile.scheduling.saved.read_schedule_file`; this adds a hint to a document
+    that holds no steps, and reads what its "meta" says it was made for (shapes, dtypes, program).
+    """
+    from ..scheduling.saved import read_schedule_file, schedule_steps
 
     p = Path(path)
-    if not p.exists():
-        raise PolytileError(f"no such schedule file: {p}")
-    if not p.is_file():
-        raise PolytileError(f"not a file: {p}")
+    doc = read_schedule_file(p)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PolytileError(f"cannot read schedule {p}: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PolytileError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    try:
-        steps = pipeline.schedule_steps(doc)
+        steps = schedule_steps(doc)
     except PolytileError as exc:
         raise PolytileError(f"{p}: {exc.message}; expected a schedule saved by `polytile schedule -o` or a "
                             f'list of steps like [{{"op": "tile", "stmt": "C", "sizes": {{"i": 32}}}}]') from None
@@ -459,34 +451,9 @@ def _saved(args) -> Optional[ScheduleFile]:
 
 
 def make_inputs(target: Target, kind: str, seed: int) -> List[np.ndarray]:
-    """Random inputs for the target's signature: small integers (exact in every dtype) or normals, as
-    :func:`polytile.compare.random_inputs` describes them, but drawn directly in each input's dtype so the
-    peak memory is the inputs themselves (plus one byte per element), never an int64/float64 copy."""
-    if kind not in ("int", "normal"):
-        raise PolytileError(f"unknown input kind {kind!r}; use 'int' or 'normal'")
-    rng = np.random.default_rng(seed)
-    positive = target.hints.positive
-    arrays = []
-    for shape, dtype in zip(target.shapes, target.dtypes):
-        dt = np.dtype(dtype)
-        shape = tuple(shape)
-        if kind == "int":
-            lo, hi = (1, 4) if positive else (-4, 4)
-            a = rng.integers(lo, hi + 1, size=shape, dtype=np.int8).astype(dt, copy=False)
-        else:
-            fdt = dt if dt in (np.float32, np.float64) else np.dtype(np.float32)
-            if positive:
-                a = rng.random(size=shape, dtype=fdt)
-                a *= 3
-                a += 1
-            else:
-                a = rng.standard_normal(size=shape, dtype=fdt)
-            if dt.kind in "iu":
-                a = np.rint(a, out=a)  # a cast would truncate most normals to 0
-            a = a.astype(dt, copy=False)
-        # np.array, not np.ascontiguousarray: the latter turns a 0-d (scalar input) array into shape (1,).
-        arrays.append(np.array(a, dtype=dt, order="C", copy=False) if a.ndim else np.array(a, dtype=dt))
-    return arrays
+    """Random inputs for the target's signature (:func:`polytile.compare.random_inputs`; positive ones when
+    the file says ``// inputs: positive``)."""
+    return compare_mod.random_inputs(target.shapes, target.dtypes, kind, seed, target.hints.positive)
 
 
 def check_memory(arrays: Sequence[Tuple[str, Sequence[int], Any]], what: str,

@@ -1,14 +1,16 @@
 """Saved schedules: the steps of a :class:`~polytile.scheduling.core.Schedule`, from the object, a list of
-steps or step dicts, a JSON document, or the path of one (``polytile schedule --save``).
+steps or step dicts, a JSON document, or the path of one (``polytile schedule --save``); the one reader
+of schedule files (:func:`read_schedule_file`, whose errors name the file).
 
     >>> schedule_steps('[{"op": "base", "kind": "original"}]')[0].op
     'base'
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Sequence, Tuple
+from typing import Any, Sequence, Tuple
 
 from ..deps import Dependences
 from ..errors import PolytileError
@@ -16,23 +18,36 @@ from ..poly.scop import Scop
 from . import Schedule, Step, apply_step, automatic, initial
 
 
+def read_schedule_file(path) -> Any:
+    """The JSON document of a schedule file (a saved schedule or a list of steps), with errors naming the file."""
+    p = Path(path)
+    if not p.exists():
+        raise PolytileError(f"no such schedule file: {p}")
+    if not p.is_file():
+        raise PolytileError(f"not a file: {p}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PolytileError(f"cannot read schedule {p}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PolytileError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+
+
 def schedule_steps(spec) -> Tuple[Step, ...]:
     """Steps from a Schedule, a list of steps/dicts, a JSON document, or a path to one."""
-    import json
-
     if isinstance(spec, Schedule):
         return spec.steps
     if isinstance(spec, (str, os.PathLike)):
         text = str(spec)
-        if not text.lstrip().startswith(("{", "[")):
-            path = Path(text)
-            if not path.exists():
-                raise PolytileError(f"no such schedule file: {path}")
-            text = path.read_text()
-        try:
-            spec = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise PolytileError(f"schedule is not valid JSON: {e}") from None
+        if text.lstrip().startswith(("{", "[")):
+            try:
+                spec = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise PolytileError(f"schedule is not valid JSON: {e}") from None
+        else:
+            spec = read_schedule_file(text)
     if isinstance(spec, dict):
         if "steps" not in spec:
             raise PolytileError("schedule JSON has no 'steps' list")

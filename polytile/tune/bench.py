@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import interpreter as reference_mod
 from .. import pipeline
+from ..compare import capped_calls, check_output, random_inputs, spread
+# Under this name so tests can substitute a fake clock (``_time_runs(call, n)``: the seconds of n calls).
+from ..compare import time_calls as _time_runs
 from ..errors import PolytileError
 from ..scheduling import Step
 
@@ -34,23 +36,9 @@ class TuneStats:
 stats = TuneStats()
 
 
-def _time_runs(call: Callable[[], Any], n: int) -> List[float]:
-    """Wall time of ``n`` calls of ``call`` (a separate function so tests can substitute a fake clock)."""
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return times
-
-
 def _make_inputs(shapes, dtypes, seed: int, positive: bool) -> List[np.ndarray]:
-    # Drawn as int8 and converted once: the peak memory is the inputs (plus a byte per element), not an
-    # int64 copy of each.
-    rng = np.random.default_rng(seed)
-    lo, hi = (1, 4) if positive else (-4, 4)
-    return [np.array(rng.integers(lo, hi + 1, size=tuple(s), dtype=np.int8), dtype=d, order="C")
-            for s, d in zip(shapes, dtypes)]
+    """Tune's inputs: the integers of :func:`polytile.compare.random_inputs` (exact, so checks are exact)."""
+    return random_inputs(shapes, dtypes, "int", seed, positive)
 
 
 @dataclass
@@ -96,8 +84,7 @@ class _Bench:
         return out if isinstance(out, tuple) else (out,)
 
     def _compare(self, outs) -> Optional[str]:
-        from ..compare import check_output  # the `run --check` rule, so every command agrees
-
+        # check_output: the `run --check` rule, so every command agrees
         for name, got, want in zip(self.program.outputs, outs, self.expected):
             c = check_output(name, got, want)
             if not c.ok:
@@ -139,16 +126,12 @@ class _Bench:
         # buffers from here on, so the times are the kernel's, not the allocation's.
         args = _bind_buffers(spec, self.arrays)
         call = lambda: spec.function(*args)  # noqa: E731
-        if first >= self.cap_s:
+        extra_warmup, runs = capped_calls(first, self.repeat, self.warmup, self.cap_s)
+        if not runs:
             return _Outcome(first, first, ok, None, 1, spec)  # too slow to repeat: its one (warm) run
-        extra_warmup = max(0, self.warmup - 1)
-        runs = self.repeat
-        if first * (extra_warmup + runs) > self.cap_s:
-            extra_warmup = 0
-            runs = max(1, min(runs, int(self.cap_s // max(first, 1e-9))))
         _time_runs(call, extra_warmup)
-        times = _time_runs(call, runs)
-        return _Outcome(statistics.median(times), min(times), ok, None, runs, spec)
+        times = spread(_time_runs(call, runs))
+        return _Outcome(times.median, times.min, ok, None, runs, spec)
 
 
 def _bind_buffers(spec, arrays) -> List[np.ndarray]:

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import pipeline
 from ..autotile import TileConfig
+from ..compare import format_table
 from ..errors import PolytileError
 from ..scheduling import Schedule
 
@@ -146,7 +147,7 @@ class TuneResult:
         """The trials as a text table, then the baseline, the best and the speedup."""
         stmts = [c.stmt for c in self.best_configs] or sorted({c.stmt for t in self.trials for c in t.configs})
         head = ["#", "source"] + [f"{s} config" for s in stmts] + ["predicted", "median", "min", "GFLOP/s", "check"]
-        rows = [head]
+        rows = []
         for t in self.trials:
             by_stmt = {c.stmt: _config_text(c).split(" ", 1)[1] for c in t.configs}
             check = "FAIL" if t.ok is False else ("ok" if t.ok else ("-" if t.error else "unchecked"))
@@ -155,8 +156,7 @@ class TuneResult:
                 + [by_stmt.get(s, "-") for s in stmts] \
                 + [_ms(t.predicted_s), _ms(t.median_s), _ms(t.min_s), f"{g:.2f}" if g else "-", check]
             rows.append(row)
-        widths = [max(len(r[c]) for r in rows) for c in range(len(head))]
-        lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+        lines = format_table(rows, head).split("\n")
         if not self.trials:
             nothing = not self.info.get("search", {}).get("statements", True)
             lines = ["no trials: " + ("no contraction statement has the blocked form; nothing to tune"
