@@ -8,11 +8,10 @@ optimised before from the same input with the same options is served from the
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from ..errors import PolytileError, ScheduleError
+from ..errors import ScheduleError
 from ..frontends.c import extract, splice
 from ..scheduling import FUSION, Step
 from . import result_cache
@@ -24,17 +23,9 @@ def _load_steps(schedule: Any) -> Optional[List[Step]]:
     """Steps from a saved schedule (path, JSON document or list of steps)."""
     if schedule is None:
         return None
-    from ..scheduling.saved import schedule_steps
+    from ..scheduling.saved import read_schedule_file, schedule_steps
 
-    doc = schedule
-    if isinstance(schedule, (str, Path)):
-        p = Path(schedule)
-        if not p.is_file():
-            raise PolytileError(f"no such schedule file: {p}")
-        try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise PolytileError(f"cannot read schedule {p}: {e}") from None
+    doc = read_schedule_file(schedule) if isinstance(schedule, (str, Path)) else schedule
     return list(schedule_steps(doc))
 
 

@@ -149,10 +149,6 @@ def count_flops(spec) -> Optional[int]:
     return compare_mod.count_flops(spec, COUNT_SCAN_LIMIT)
 
 
-def _table(rows: List[List[str]]) -> str:
-    return format_table(rows)
-
-
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms"
 
@@ -243,7 +239,7 @@ def cmd_run(args) -> int:
             row += [f"{c.err:.3g}", c.tol_text, "PASS" if c.ok else "FAIL"]
         rows.append(row)
     print()
-    print(_table(rows))
+    print(format_table(rows))
     if not args.check:
         return 0
     for c in checks:
