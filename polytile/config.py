@@ -20,7 +20,7 @@ Environment variables (an empty value counts as unset):
 A bad value raises :class:`~polytile.errors.ConfigError` naming the variable
 and the value (the command line reports it as an environment error, exit 3).
 The cache directory must belong to the current user and not be writable by
-group or others: see :mod:`polytile.runtime.cache` for the trust model.
+group or others: see docs/architecture.md ("The cache") for the trust model.
 """
 from __future__ import annotations
 

@@ -3,73 +3,16 @@
 A region is a sequence of statements between ``#pragma scop`` and
 ``#pragma endscop`` in one block (pet's and PPCG's convention), or, with
 ``function=NAME``, the body of that function after its leading
-declarations.  Each region becomes a :class:`CScop`: a
-:class:`polytile.poly.scop.Scop` whose statements keep their own C text
-(``c_text``, iterators as free identifiers) with explicit access relations,
-plus what a source-to-source driver needs to put generated code back (the
-region's byte range, declarations to hoist).
-
-What is modelled
-----------------
-* ``for`` loops ``for (i = lb; cond; step)`` (or ``for (int i = ...)``) with
-  ``i++``, ``++i``, ``i--``, ``--i``, ``i += c``, ``i -= c``, ``i = i + c``
-  for a constant ``c``; ``lb`` and ``cond`` affine in the outer iterators and
-  the parameters, with ``min``/``max`` (calls, or ternaries after macro
-  expansion), ``?:``, ``floord``/``ceild``, ``/`` and ``%`` by a positive
-  constant.  The condition must bound the iterator in the loop's direction
-  (checked with isl: the loop must not stop early at a point the domain
-  would include, and must be bounded).
-* ``if`` with affine conditions (``&&``, ``||``, ``!``, comparisons);
-  ``else`` gets the negation.
-* statements ``lhs op= expr;``, ``x++;`` and declarations with initialisers:
-  the write is the left-hand side (compound assignments and ``++`` also read
-  it), the reads are every array element and every region scalar in the
-  expression; expressions may use any arithmetic and calls, with scalar
-  arguments, of functions known to be pure (their result depends on their
-  arguments only, and they change nothing): the math.h functions and
-  ``abs``/``labs``/``llabs`` (:data:`PURE_FUNCTIONS`; ``errno`` is not
-  treated as an output), functions the file declares
-  ``__attribute__((const))`` or ``__attribute__((pure))``, and the names
-  given with ``pure=[...]`` (``polytile opt --pure NAME``).  A call of any
-  other function (``rand()``, a counter) refuses the region: its side
-  effects would be reordered or run in parallel.  A function the file
-  *defines* under a math.h name is not assumed to be the library's.
-* multi-dimensional arrays ``A[i][j+1]``: global or local arrays, array
-  parameters ``double A[n][m]`` and pointers to VLAs ``double (*A)[m]``,
-  plain pointers ``double *x``.
-* scalars assigned in the region are 0-d arrays ``s[]``; declarations inside
-  the region are hoisted (see :meth:`CScop.wrap`).
-* parameters: integer variables that the region reads but never assigns
-  (function arguments, locals set before the region, globals) and integer
-  macros (``#define N 1000``), kept as names by the preprocessing step.
-  ``params={"N": 100}`` fixes them (the Scop is then concrete); parameters
-  left symbolic get the context ``p >= 1`` when they are function arguments
-  or macros, plus affine ``if`` guards enclosing the region.
-
-Assumption: every ``/`` and ``%`` in an affine position has a non-negative
-dividend, so C's truncation equals isl's floor (see :mod:`.affine`).
-
-What is refused (``CFrontendError`` with file:line:col and a caret, or the
-region returned ``skipped`` with ``skip_nonaffine=True``): data-dependent
-bounds, conditions or subscripts (``A[B[i]]``, ``j < idx[i]``), non-affine
-products (``i*j``), ``while``/``do``/``switch``, ``break``/``continue``/
-``goto``/``return``/labels, calls used as statements, calls with pointer
-arguments, calls of functions not known to be pure, ``volatile`` objects,
-pointer dereferences and pointer arithmetic, address-of, struct members,
-assignments inside expressions, writes to loop iterators, and pointers that
-may overlap
-(two pointer arrays, or a pointer and a global, without ``restrict`` where
-one is written) unless ``assume_no_alias=True``.
-
-Integer macros the region expands whose value is not kept as a name (those
-of headers and ``-D``, and file macros fixed by ``params``) are listed in
-:attr:`CScop.guards`; :meth:`CScop.wrap` emits an ``#if NAME != value``
-``#error`` guard for each, so the optimised file refuses to build with
-another value instead of silently computing with the old one.
-
-Generated loop counters (``c0``, ``c1``, ... in isl's AST) get a fresh
-prefix when the file uses such a name itself (:attr:`CScop.taken`, used by
-:mod:`polytile.c_optimiser`).
+declarations.  Each region becomes a :class:`CScop`: a Scop whose statements
+keep their own C text, with explicit access relations, plus what a
+source-to-source driver needs to put generated code back.  Modelled: affine
+``for`` loops and ``if`` conditions, assignments and declarations calling only
+pure functions (:data:`PURE_FUNCTIONS`, ``__attribute__((const|pure))``, or
+``pure=[...]``), arrays, region scalars, parameters and integer macros.
+Refused (``CFrontendError``, located): anything data-dependent or non-affine,
+other control flow and calls, ``volatile``, pointer arithmetic, and pointers
+that may alias.  Design (what is modelled and refused, macro guards, names):
+docs/c-optimiser.md, "What the C frontend reads".
 
 The extractor is one class made of parts, each in its module:
 :mod:`.regions` finds the regions of the parsed file, :class:`_Extractor`

@@ -1,4 +1,4 @@
-"""The calibrated constants of the CPU cost model (see "Calibration" in the :mod:`polytile.cost` docstring)."""
+"""The calibrated constants of the CPU cost model (see "Calibration" in docs/cost-model.md)."""
 from __future__ import annotations
 
 #: Images whose bounding box holds at most this many cells are counted exactly.

@@ -278,7 +278,7 @@ def footprint(stmt: Statement, box: Mapping[str, Tuple[int, int]], *,
     the whole domain.  The image ``acc_a({ S[x] ∈ D : lo <= x < lo + size })``
     is counted exactly with isl's ``count_val`` when its bounding box holds at
     most :data:`EXACT_CELLS` cells, else measured by its strided bounding box
-    (see the package docstring).  With ``line_bytes`` the result is in cache
+    (see docs/cost-model.md).  With ``line_bytes`` the result is in cache
     lines (times ``line_bytes``) instead of elements (times the item size).
 
     >>> # matmul S0[i, j, k]: footprint(S0, {"i": (0, 4), "j": (0, 16), "k": (0, 8)})

@@ -32,7 +32,7 @@ def _stmt_dtype(s, st: Statement) -> str:
 
 
 def _classify_innermost(st: Statement, it: Optional[str], reduction: bool) -> str:
-    """How gcc compiles the innermost loop over iterator ``it`` (see the package docstring)."""
+    """How gcc compiles the innermost loop over iterator ``it`` (see docs/cost-model.md)."""
     if it is None:
         return "scalar"
     if reduction:

@@ -19,7 +19,7 @@ def predict_config(s, cfg, hw) -> Prediction:
 
     Only ``cfg.stmt`` is modelled (the configurations being ranked differ in
     nothing else).  Fast: no schedule is built, footprints are boxes at the
-    domain's origin cached per box.  See the package docstring for the model.
+    domain's origin cached per box.  See docs/cost-model.md for the model.
     """
     if not isinstance(hw, CPUDescriptor):
         raise HardwareError(f"the cost model describes CPUs; got a {getattr(hw, 'kind', type(hw).__name__)} descriptor")
@@ -93,7 +93,7 @@ def predict(s, hw) -> Prediction:
     """Predicted time of any schedule ``s``: every statement's nest, one after the other.
 
     Tiles come from the time maps (isl), marks decide the code quality and
-    the parallelism; see the package docstring.  Slower than
+    the parallelism; see docs/cost-model.md.  Slower than
     :func:`predict_config` (tens of ms per statement).
     """
     if not isinstance(hw, CPUDescriptor):

@@ -17,7 +17,7 @@ from .constants import (EFF_REDUCTION, EFF_SCALAR, EFF_VECTOR, FIT, FMA_LATENCY,
 
 @dataclass(frozen=True)
 class Prediction:
-    """A predicted run time and where it comes from (see the package docstring)."""
+    """A predicted run time and where it comes from (see docs/cost-model.md)."""
 
     time_s: float  # max(compute_s, max over levels of level_time_s)
     compute_s: float
@@ -115,7 +115,7 @@ def _chains(trips: Sequence[float], fp_el: Sequence[Mapping[str, int]], written:
 
 
 def _plain_efficiency(kind: str, inner_trips: float, chains: float, hw, dtype: str) -> float:
-    """Fraction of peak of plain loop code (see the package docstring)."""
+    """Fraction of peak of plain loop code (see docs/cost-model.md)."""
     lanes = _lanes(hw, dtype)
     vec = _plain_lanes(hw, dtype)
     fu = float(getattr(hw, "fma_units_per_core", 2))
@@ -139,7 +139,7 @@ def _kernel_efficiency(regtile: Tuple[int, int, int], hw) -> float:
 
 
 def _evaluate(nests: Sequence[_Nest], hw) -> Prediction:
-    """Roofline of each nest (see the package docstring); the nests run one after the other."""
+    """Roofline of each nest (see docs/cost-model.md); the nests run one after the other."""
     levels = list(hw.memory)
     names = [lv.name for lv in levels[1:]]
     traffic = {n: 0.0 for n in names}

@@ -18,7 +18,7 @@ Typical use::
 
 The cache layout, its trust model (what is checked before a library is
 loaded) and its concurrency guarantees are described in
-:mod:`polytile.runtime.cache`; ``runtime.stats`` counts compiles, cache hits
+docs/architecture.md ("The cache"); ``runtime.stats`` counts compiles, cache hits
 and discarded (damaged or foreign) entries in this process.  Other results
 worth keeping (tuning results, ...) are JSON documents in the same directory,
 stored by namespace and key with the same checks: :func:`json_get`,

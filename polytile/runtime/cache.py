@@ -2,66 +2,18 @@
 
 Layout (``key`` is a 64-hex-digit sha256, see :func:`cache_key`)::
 
-    <cache_dir>/<key[:2]>/<key>/<name>.c                source as compiled (kept, also on failure)
+    <cache_dir>/<key[:2]>/<key>/<name>.c                source as compiled (.cu for CUDA)
     <cache_dir>/<key[:2]>/<key>/lib<name>.so            the shared library
-    <cache_dir>/<key[:2]>/<key>/lib<name>.manifest.json its manifest: sha256 and size of the library,
-                                                        key, name, compiler, flags
-    <cache_dir>/<key[:2]>/.<key>.lock                   the builders' lock of that key (empty file)
-    (CUDA kernels: <name>.cu instead of <name>.c)
+    <cache_dir>/<key[:2]>/<key>/lib<name>.manifest.json its manifest (sha256 and size of the library, ...)
+    <cache_dir>/<key[:2]>/.<key>.lock                   the builders' lock of that key
 
-``<name>`` is the sanitized ``name_hint``.  It is not part of the key: the
-same source built under two names shares a directory and holds two libraries.
-The two-character fan-out keeps directories small on big caches.  JSON
-documents (tuning results, ...) live beside the kernels, one directory per
-namespace (``<cache_dir>/tune/``, ...): see :mod:`polytile.runtime.json_cache`.
-
-Trust model
------------
-Loading a shared library runs its code, so a library is loaded from the
-cache only when all of this holds, checked on every lookup:
-
-1. **The cache directory is the user's own.**  It must belong to the current
-   user and not be writable by group or others; otherwise another local user
-   could plant a library at a predictable key.  polytile does not fall back to
-   another directory: it *refuses* with a :class:`~polytile.errors.CacheError`
-   (command line: exit 3) that says how to fix it (``chmod go-w DIR``, or
-   ``POLYTILE_CACHE_DIR`` pointing at a private directory).  A missing cache
-   directory is created with mode 0700.  The directory itself may be reached
-   through a symbolic link (its target is what is checked).
-2. **Every path inside it is what it claims.**  The fan-out and key
-   directories must be real directories (not symbolic links) of the same
-   owner, not writable by group or others; the library and its manifest must
-   be regular files (not symbolic links, not directories) of that owner.
-   Nothing under the cache is ever reached through a symbolic link.
-3. **The bytes are the ones polytile wrote.**  The library's sha256 and size
-   must match its manifest, and the manifest must name this key and kernel
-   name.  This catches a truncated or bit-flipped library (which would crash
-   the process with SIGBUS/SIGSEGV), another kernel's library copied to this
-   key (which would corrupt memory: its shapes are baked in), a stray file
-   such as libm, and a library without a manifest (an older polytile's, or a
-   build killed before it finished).
-
-An entry failing 2 or 3 is discarded (a :class:`~polytile.errors.CacheWarning`
-says why) and rebuilt, never loaded.  The hash guards against damage, not
-against an attacker who can write to the directory -- such a one could write
-a matching manifest too; rule 1 is what keeps other users out.  The loader
-(:func:`polytile.runtime.load`) hashes the file it is about to open again and
-checks after ``dlopen`` that the path still names the same file, so what runs
-is what was verified.
-
-Concurrency and interruption: builders of one key take an exclusive lock
-(``flock`` on the key's lock file), so the second of two processes compiling
-the same kernel waits and then finds the first one's library.  Files are only
-ever created under a temporary name in the same directory and then
-``os.replace``-d onto their final name (atomic on POSIX); the manifest is
-written last, so an entry is complete exactly when its manifest matches.  A
-process killed at any moment (even SIGKILL, which also releases its lock)
-leaves at worst a ``.lib<name>.*.tmp`` file, never loaded and removed by the
-next build of that key, or a library without a manifest, discarded and
-rebuilt.  Deleting the whole cache directory (``polytile cache clear``) is
-safe whenever no polytile process is running; a running one may then fail,
-but never loads a wrong library.  ``polytile cache verify`` re-hashes every
-entry and removes the bad ones.
+A library is loaded only if the cache directory is the user's own (else
+:class:`~polytile.errors.CacheError`), no path inside it is a symbolic link or
+foreign, and its sha256 and size match its manifest; a failing entry is
+discarded and rebuilt.  Builders of one key take a ``flock``; files appear by
+atomic ``os.replace``, the manifest last.  JSON documents live beside the
+kernels (:mod:`polytile.runtime.json_cache`).  Design (layout, trust model,
+concurrency): docs/architecture.md, "The cache".
 """
 from __future__ import annotations
 

@@ -155,7 +155,7 @@ class Bound:
                     )
             if b.name == "as_float" and e.args[1].value == 16:
                 raise TileSemanticError("as_float(X, 16): float16 is not supported by polytile's backends; "
-                                        "use 32 or 64 (listed in README's unsupported builtins)", _where(e, stmt))
+                                        "use 32 or 64 (see 'Not supported' in docs/tile-language.md)", _where(e, stmt))
             out: Tuple[int, ...] = ()
             for s in shapes:
                 out = self._broadcast(e, stmt, out, s)

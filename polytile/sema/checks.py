@@ -3,7 +3,7 @@
 Names and definitions, index polynomials (affine, integer), sizes and
 dimension definitions, builtin arities and literal arguments, ranks where
 they are known statically -- each reported once, with a source location,
-before any array is seen (the rules are in :mod:`polytile.sema`'s docstring).
+before any array is seen (the rules are in docs/tile-language.md, "Checked semantics").
 """
 from __future__ import annotations
 
