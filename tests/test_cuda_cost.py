@@ -1,4 +1,4 @@
-"""The GPU cost model (polytile.gpucost) and the choices it drives; shared-memory promotion generalised.
+"""The GPU cost model (polytile.cost.gpu) and the choices it drives; shared-memory promotion generalised.
 
 * occupancy: hand-computed cases of CUDA's occupancy calculator on the H100
   descriptor, and out-of-resources errors naming the resource, need and limit;
@@ -18,7 +18,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from polytile import gpucost, hardware
+from polytile import hardware
+from polytile.cost import gpu as gpucost
 from polytile.config import get_config
 from polytile.targets.cuda import _mappings, _specialize, compile_cuda, cuda_source, ptxas_registers
 from polytile.errors import PolytileError

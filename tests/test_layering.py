@@ -55,7 +55,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("schedule", ("polytile.scheduling",), ("poly", "deps", "errors", "deadline")),
     # The cost model and the blocked-schedule space use each other (autotile ranks with
     # the model, the model reads tile configurations): one stage.
-    ("cost", ("polytile.cost", "polytile.autotile", "polytile.gpucost"),
+    ("cost", ("polytile.cost", "polytile.autotile"),
      ("poly", "deps", "schedule", "hardware", "errors", "names")),
     ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names", "dtypes", "deadline")),
     ("runtime", ("polytile.runtime",), ("config", "errors", "version")),

@@ -16,7 +16,7 @@ read from a schedule), :mod:`~polytile.cost.predictions`
 """
 from .constants import (EFF_REDUCTION, EFF_SCALAR, EFF_VECTOR, EXACT_CELLS, FIT, FMA_LATENCY, KERNEL_EFF,
                         LOAD_PORTS, OMP_REGION_S, PAGE_BYTES, PLAIN_VECTOR_BYTES, VECTOR_CHAINS, VECTOR_STARTUP)
-# Also imported from here: ops_per_instance (by gpucost), _regtile_fraction (autotile), _box_sets (tests).
+# Also imported from here: ops_per_instance (by the GPU model, .gpu), _regtile_fraction (autotile), _box_sets (tests).
 from .footprints import _box_sets, footprint, ops_per_instance
 from .nest import _regtile_fraction
 from .predictions import predict, predict_config

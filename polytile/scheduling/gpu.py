@@ -42,7 +42,7 @@ in launch order) that the CUDA code generator and the CPU emulation both
 consume.
 
 Shared-memory promotion (:func:`promotion_plan`) is also decided here, so the
-cost model (``polytile.gpucost``) and the code generator see the same plan:
+cost model (``polytile.cost.gpu``) and the code generator see the same plan:
 the reduction loops of a one-statement kernel run in *steps* (a box of
 reduction iterations), and every input read whose footprint over one block
 and one step is smaller than the reads it serves is copied into a

@@ -8,7 +8,7 @@ Without ``emulate`` the CUDA source is built with ``nvcc -arch=<descriptor arch>
 calling it on a machine without a GPU raises a :class:`PolytileError` saying so.
 
 Unless a block size (``threads``) or a promotion (``shared``/``steps``) is
-forced, the GPU cost model (:func:`polytile.gpucost.choose`) picks each
+forced, the GPU cost model (:func:`polytile.cost.gpu.choose`) picks each
 kernel's block size, reduction steps and shared-memory promotion for the
 descriptor.
 """
@@ -22,7 +22,7 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import deps as deps_mod
-from .. import gpucost
+from ..cost import gpu as gpucost
 from .. import hardware as hardware_mod
 from .. import runtime, sema
 from ..program import load_program

@@ -75,10 +75,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import islpy as isl
 
-from .cost import ops_per_instance
-from .poly import body as B
-from .scheduling.core import Schedule
-from .scheduling.gpu import (GpuLimits, GpuMapping, OutOfResources, SharedPlan, describe as describe_mappings,
+from .footprints import ops_per_instance
+from ..poly import body as B
+from ..scheduling.core import Schedule
+from ..scheduling.gpu import (GpuLimits, GpuMapping, OutOfResources, SharedPlan, describe as describe_mappings,
                            kernel_slots, map_slot, promotion_plan, reduction_extents, step_candidates)
 
 #: Registers are allocated per warp in units of 256 (occupancy calculator, compute capability 5.0 to 9.0).
