@@ -162,6 +162,7 @@ SPECS: Dict[str, dict] = {
     "atax.c": dict(sizes={"m": 7, "n": 6}),
     "gesummv.c": dict(sizes={"n": 7}, scalars={"alpha": 1.5, "beta": 1.2}),
     "gramschmidt.c": dict(sizes={"m": 7, "n": 6}),
+    "chained.c": dict(sizes={"n": 9}),
 }
 
 
@@ -488,6 +489,40 @@ def test_features_min_max_stride_division_if_else():
     assert second.scop.name == "kernel_features_1" and second.lines == (27, 30)
 
 
+def test_chained_assignments_are_one_statement_each(tmp_path):
+    """``a1 = a5 = k;`` (PolyBench's deriche) is ``a5 = k;`` then ``a1 = a5;``: the innermost assignment
+    first, each outer one reading the target just written (C's value of ``a5 = k``, in a5's type)."""
+    p = write(tmp_path, """void f(int n, double k, double A[restrict n], double B[restrict n], int I[restrict n]) {
+  double a1, a5, c1, c2;
+#pragma scop
+  a1 = a5 = k;
+  c1 = c2 = 1;
+  for (int i = 0; i < n; i++)
+    A[i] = B[n - 1 - i] = I[i] = a1 * A[i] + c2;
+  c1 += a5 = A[0];
+  double t = c2 = c1;
+#pragma endscop
+}
+""")
+    s = only(p, params={"n": 5}).scop
+    assert [st.c_text for st in s.statements] == [
+        "a5 = k;", "a1 = a5;", "c2 = 1;", "c1 = c2;", "I[i] = a1 * A[i] + c2;", "B[n - 1 - i] = I[i];",
+        "A[i] = B[n - 1 - i];", "a5 = A[0];", "c1 += a5;", "c2 = c1;", "t = c2;"]
+    check_statement(s, "S0", "{ S0[] }", "{ S0[] -> a5[] }", "")
+    check_statement(s, "S1", "{ S1[] }", "{ S1[] -> a1[] }", "{ S1[] -> a5[] }")
+    check_statement(s, "S3", "{ S3[] }", "{ S3[] -> c1[] }", "{ S3[] -> c2[] }")
+    dom = "{ %s[i] : 0 <= i < 5 }"
+    check_statement(s, "S4", dom % "S4", "{ S4[i] -> I[i] }", "{ S4[i] -> a1[]; S4[i] -> A[i]; S4[i] -> c2[] }")
+    check_statement(s, "S5", dom % "S5", "{ S5[i] -> B[4 - i] }", "{ S5[i] -> I[i] }")
+    check_statement(s, "S6", dom % "S6", "{ S6[i] -> A[i] }", "{ S6[i] -> B[4 - i] }")
+    check_statement(s, "S7", "{ S7[] }", "{ S7[] -> a5[] }", "{ S7[] -> A[0] }")
+    check_statement(s, "S8", "{ S8[] }", "{ S8[] -> c1[] }", "{ S8[] -> c1[]; S8[] -> a5[] }")
+    check_statement(s, "S10", "{ S10[] }", "{ S10[] -> t[] }", "{ S10[] -> c2[] }")
+    check_schedule(s, "{ S0[] -> [0, 0, 0]; S1[] -> [1, 0, 0]; S2[] -> [2, 0, 0]; S3[] -> [3, 0, 0]; "
+                      "S4[i] -> [4, i, 0]; S5[i] -> [4, i, 1]; S6[i] -> [4, i, 2]; S7[] -> [5, 0, 0]; "
+                      "S8[] -> [6, 0, 0]; S9[] -> [7, 0, 0]; S10[] -> [8, 0, 0] }")
+
+
 def test_heat_3d_globals_and_macros():
     cs = only(KERNELS / "heat-3d.c", params={"N": 10, "TSTEPS": 4})
     s = cs.scop
@@ -811,6 +846,12 @@ NON_AFFINE = {
     "assignment inside an expression": ("  for (i = 0; i < n; i++)\n    x[i] = (y[i] = 2.0) + 1.0;\n", 5, 13,
                                         ["assignment inside an expression"]),
     "partial subscript": ("  for (i = 0; i < n; i++)\n    x[i] = k2(A[i]);\n", 5, 15, ["pointer argument"]),
+    # C leaves the order of two stores of one chain open (C11 6.5.16p3): refused where they may differ.
+    "chain writing one cell twice through an int": ("  for (i = 0; i < n; i++)\n    x[i] = k = x[n - 1 - i] = y[i];\n",
+                                                    5, 16, ["x[i] and x[n - 1 - i] may be the same element",
+                                                            "k between them is int32", "separate statements"]),
+    "chain updating what it assigns": ("  y[0] += y[0] = 1.0;\n", 4, 11,
+                                       ["y[0] is assigned twice", "'+=' on y[0]", "separate statements"]),
 }
 
 

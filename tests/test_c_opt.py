@@ -57,6 +57,7 @@ OPT_SIZES: Dict[str, Optional[Dict[str, int]]] = {
     "atax.c": {"m": 45, "n": 38},
     "gesummv.c": {"n": 45},
     "gramschmidt.c": {"m": 45, "n": 38},
+    "chained.c": {"n": 45},
 }
 #: scalar arguments that follow the sizes (covariance's float_n is n as a double)
 OPT_SCALARS = {"covariance.c": {"float_n": 40.0}}
@@ -142,6 +143,55 @@ def test_reassociated_kernel_matches_within_tolerance(kernel, tmp_path, rng):
         scale = float(np.max(np.abs(want[name]))) or 1.0
         np.testing.assert_allclose(got[name], want[name], rtol=0, atol=REASSOC_REL * scale,
                                    err_msg=f"{kernel}: array {name} differs beyond the stated tolerance")
+
+
+CONVERSIONS = """void kernel_conv(int n, double x[restrict n], int q[restrict n], double y[restrict n],
+                 double z[restrict n], double out[restrict 3])
+{
+  int a, k;
+  double b;
+  float c;
+#pragma scop
+  a = b = 2.5;
+  for (int i = 0; i < n; i++) {
+    q[i] = y[i] = x[i] * 2.5;
+    z[i] = c = y[i] / 3.0 + q[i];
+    x[i] = k = z[i] * 2.0;
+  }
+  out[0] = a;
+  out[1] = b;
+  out[2] = a = b = a + b;
+#pragma endscop
+}
+"""
+
+
+@needs_cc
+def test_chained_assignment_converts_through_each_target(tmp_path, rng):
+    """The value of ``b = e`` is b's after the store, in b's type: ``int a; double b; a = b = 2.5`` leaves
+    b == 2.5 and a == 2.  Each outer statement reads its inner target back, so the optimised file
+    converts through the same types and is bitwise identical to the original."""
+    path = tmp_path / "conv.c"
+    path.write_text(CONVERSIONS)
+    out, results = optimize_regions(path)
+    assert [st.c_text for st in results[0].cscop.scop.statements][:2] == ["b = 2.5;", "a = b;"]
+    n = 40
+    [cs] = extract(path, params={"n": n})
+    x = rng.uniform(0.5, 1.5, n)
+    arrays = {"x": x, "q": np.zeros(n, np.int32), "y": np.zeros(n), "z": np.zeros(n), "out": np.zeros(3)}
+    want = call_kernel(compile_so(tmp_path, "original", path.read_bytes()), cs, {"n": n}, arrays, {}, {})
+    got = call_kernel(compile_so(tmp_path, "optimised", out), cs, {"n": n}, arrays, {}, {})
+    for name in arrays:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=f"array {name} differs")
+    # What C says, computed here: truncation to int, rounding to float.
+    y = x * 2.5
+    q = np.trunc(y).astype(np.int32)
+    z = (y / 3.0 + q).astype(np.float32).astype(np.float64)
+    np.testing.assert_array_equal(want["out"], [2.0, 2.5, 4.0])  # b = 2 + 2.5, a = (int)4.5
+    np.testing.assert_array_equal(want["y"], y)
+    np.testing.assert_array_equal(want["q"], q)
+    np.testing.assert_array_equal(want["z"], z)
+    np.testing.assert_array_equal(want["x"], np.trunc(z * 2.0))
 
 
 @pytest.mark.parametrize("kernel", STENCILS)

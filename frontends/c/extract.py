@@ -6,7 +6,8 @@ A region is a sequence of statements between ``#pragma scop`` and
 declarations.  Each region becomes a :class:`CScop`: a Scop whose statements
 keep their own C text, with explicit access relations, plus what a
 source-to-source driver needs to put generated code back.  Modelled: affine
-``for`` loops and ``if`` conditions, assignments and declarations calling only
+``for`` loops and ``if`` conditions, assignments (a chained one ``a = b = e``
+as one statement per assignment) and declarations calling only
 pure functions (:data:`PURE_FUNCTIONS`, ``__attribute__((const|pure))``, or
 ``pure=[...]``), arrays, region scalars, parameters and integer macros.
 Refused (``CFrontendError``, located): anything data-dependent or non-affine,
@@ -224,16 +225,8 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
             self.item(node.iftrue, _Ctx(ctx.loops, ctx.conds + (cond,), ctx.prefix), seq)
             if node.iffalse is not None:
                 self.item(node.iffalse, _Ctx(ctx.loops, ctx.conds + (A.negate(cond),), ctx.prefix), seq)
-        elif isinstance(node, c_ast.Assignment) and node.op == "=" and isinstance(node.rvalue, c_ast.Assignment) \
-                and node.rvalue.op == "=":
-            # A chained assignment (deriche's 'a1 = a5 = k;'): the inner one first, then the outer reads the
-            # value its target now holds -- C's meaning of 'a1 = (a5 = k)' (converted to a5's type).
-            inner = node.rvalue
-            self.item(inner, ctx, seq)
-            outer = c_ast.Assignment("=", node.lvalue, inner.lvalue, node.coord)
-            self.statement(outer, node, ctx, seq)
         elif isinstance(node, c_ast.Assignment):
-            self.statement(node, node, ctx, seq)
+            self.assignment(node, node, ctx, seq)
         elif isinstance(node, c_ast.UnaryOp) and node.op in ("p++", "p--", "++", "--"):
             self.statement(node, node, ctx, seq)
         elif isinstance(node, c_ast.Decl):

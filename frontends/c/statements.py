@@ -3,13 +3,16 @@
 A :class:`_Stmt` keeps its C text (with iterators renamed where isl needs
 another name), its write and reads, its domain's conditions and its time
 vector.  Declarations inside a region are hoisted to its start
-(:meth:`CScop.wrap`) and their initialisers become assignments.
+(:meth:`CScop.wrap`) and their initialisers become assignments.  A chained
+assignment ``a = b = e`` is one statement per assignment, the innermost
+first (:meth:`_StatementReader.assignment`).
 :func:`_reduction_form` recognises the updates ``lhs op= e`` that
 ``reassociate=True`` may turn into reductions.
 """
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -84,6 +87,14 @@ def _update_text(node: c_ast.Node) -> Optional[Tuple[str, str, str]]:
     return _c(node.lvalue), c_op, _c(operand)
 
 
+def _between(chain: List[c_ast.Assignment], dtypes: List[Optional[str]]) -> List[str]:
+    """Why the outer and inner ends of ``chain`` may store different values, for an error message."""
+    why = [f"'{a.op}' on {_c(a.lvalue)}" for a in chain[:-1] if a.op != "="]
+    why += [f"{_c(a.lvalue)} between them is {d or 'of unknown type'}" for a, d in zip(chain[1:-1], dtypes[1:-1])
+            if d != dtypes[0]]
+    return why or [f"{_c(chain[0].lvalue)} is of unknown type"]
+
+
 class _StatementReader:
     """Reading statements, for the extractor (:class:`polytile.frontends.c.extract._Extractor` mixes it in).
 
@@ -125,7 +136,66 @@ class _StatementReader:
         if sym.kind == "array" or isinstance(decl.init, c_ast.InitList):
             raise self.fail(decl, f"initialised array {decl.name} inside a scop region", "declaration")
         assign = c_ast.Assignment("=", c_ast.ID(decl.name, decl.coord), decl.init, decl.coord)
-        self.statement(assign, decl, ctx, seq)
+        self.assignment(assign, decl, ctx, seq)
+
+    def assignment(self, node: c_ast.Assignment, origin: c_ast.Node, ctx: _Ctx, seq: _Seq) -> None:
+        """``lhs op= e;``, or a chained ``l1 = l2 = ... = e;`` as one statement per assignment.
+
+        In C the value of ``l2 = e`` is ``l2``'s value after the store (``e``
+        converted to ``l2``'s type), so ``l1 = l2 = e`` is ``l2 = e;`` then
+        ``l1 = l2;``: the outer statement reads the target just written and the
+        C compiler applies the same conversions (``int a; double b; a = b =
+        2.5`` leaves ``b == 2.5`` and ``a == 2``).  Compound operators fit the
+        same way (``a = b += c`` is ``b += c; a = b;``).  Re-reading ``l2`` in
+        the next statement designates the same element: subscripts are affine
+        in iterators and parameters, never in a value the region assigns.
+        """
+        chain = [node]
+        while isinstance(chain[-1].rvalue, c_ast.Assignment):
+            chain.append(chain[-1].rvalue)
+        if len(chain) > 1:
+            self.check_chain(chain)
+        origins = [origin] + chain[1:]
+        self.statement(chain[-1], origins[-1], ctx, seq)
+        for k in range(len(chain) - 2, -1, -1):
+            outer = chain[k]
+            read_back = c_ast.Assignment(outer.op, outer.lvalue, chain[k + 1].lvalue, outer.coord)
+            self.statement(read_back, origins[k], ctx, seq)
+
+    def check_chain(self, chain: List[c_ast.Assignment]) -> None:
+        """Refuse a chained assignment whose result would depend on an order C leaves open.
+
+        C orders each store after the value computations of its operands, so
+        ``e`` and every subscript are read before any store; but the stores of
+        one chain are unsequenced with each other, as is a compound
+        assignment's read of its own target with the stores inside it (C11
+        6.5.16p3; gcc -Wsequence-point warns of ``a = a = 1``).  Two
+        assignments of the chain that may write the same object are accepted
+        only when both store the same bits whatever the order: every
+        assignment from the outer one down to the inner one is a plain ``=``
+        into the same type (``A[i] = A[j] = e``, i == j or not; refused:
+        ``x = n = x = e`` with an int n, ``s += s = e``).
+        """
+        def target(lvalue: c_ast.Node) -> Optional[str]:
+            while isinstance(lvalue, c_ast.ArrayRef):
+                lvalue = lvalue.name
+            return lvalue.name if isinstance(lvalue, c_ast.ID) else None  # other targets are refused later
+
+        names = [target(a.lvalue) for a in chain]
+        dtypes = [getattr(self.lookup(n), "dtype", None) if n else None for n in names]
+        for k, m in itertools.combinations(range(len(chain)), 2):
+            if names[k] is None or names[k] != names[m]:
+                continue
+            if all(a.op == "=" for a in chain[k:m]) and dtypes[k] is not None \
+                    and all(d == dtypes[k] for d in dtypes[k:m + 1]):
+                continue
+            outer, inner = _c(chain[k].lvalue), _c(chain[m].lvalue)
+            same = f"{outer} is assigned twice" if outer == inner or not isinstance(chain[k].lvalue, c_ast.ArrayRef) \
+                else f"{outer} and {inner} may be the same element"
+            raise self.fail(chain[m].lvalue, f"{same} in one chained assignment, and the two may store different "
+                                             f"values ({', '.join(_between(chain[k:m + 1], dtypes[k:m + 1]))}"
+                                             "): C leaves the order of the stores open; write the assignments as "
+                                             "separate statements", "unsequenced assignments")
 
     def statement(self, node: c_ast.Node, origin: c_ast.Node, ctx: _Ctx, seq: _Seq) -> None:
         reads: List[_Access] = []
