@@ -175,7 +175,18 @@ class Call:
 
         >>> # arrays, times = call.run(build(call.source, name="gemm"), repeat=5, warmup=1)
         """
-        cdll = ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
+        try:
+            cdll = ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
+        except OSError as exc:
+            # The file is built alone: a function it calls from another source file (PolyBench's
+            # polybench_alloc_data, say) is missing.  A fact about the user's file, not a polytile bug.
+            missing = re.search(r"undefined symbol: (\w+)", str(exc))
+            if missing:
+                raise PolytileError(f"{self.path}: calls {missing.group(1)}(), which is defined in another "
+                                    f"source file; polytile builds the file alone to call {self.function}() "
+                                    f"(move the region into a function that only calls pure functions, or "
+                                    f"check the two builds with your own harness)") from None
+            raise
         try:
             fn = cdll[self.function]
         except AttributeError:
