@@ -1,0 +1,464 @@
+"""polytile and numpy beside 0, 1 and 2 busy processes: how each degrades when it loses cores (issue 14).
+
+    python benchmarks/bench_contention.py                      # 5 workloads x loads 0,1,2: ~5 minutes on 2 cores
+    python benchmarks/bench_contention.py --only conv56        # one workload
+    python benchmarks/bench_contention.py --loads 0,1 --calls 40
+    OMP_WAIT_POLICY=passive python benchmarks/bench_contention.py --only conv56 sgemm
+
+Workloads (Tile programs of ``examples/`` at the sizes of ``bench_gemm.py``,
+``bench_conv.py``, ``bench_fused.py`` and ``bench_batched.py``, float32
+standard normal inputs, against the same numpy baselines):
+
+* ``sgemm``: ``matmul.tile`` 1024^3 against ``numpy.matmul``;
+* ``conv56``, ``conv28``: ``conv2d.tile`` 1x56x56x64 * 3x3x64x64 and
+  1x28x28x128 * 3x3x128x128 against the best of im2col and einsum;
+* ``fused``: ``matmul_bias_relu.tile`` 1024^3 against
+  ``C = A @ W; C += b; np.maximum(C, 0, out=C)``;
+* ``batched``: ``batched_matmul.tile`` 32 x (128x64 @ 64x128) against
+  ``numpy.matmul`` on the stacks.
+
+Each workload is compiled once (``polytile.compile``, the default schedule)
+and checked against a float64 truth; then for every load level of ``--loads``
+that many **busy processes** are started (separate Python processes spinning
+on integer arithmetic, nothing else), polytile and numpy are timed
+**interleaved** with ``bench_all.measure_interleaved`` (rounds in which every
+entry takes one turn; a turn is one call or, for fast kernels, enough
+back-to-back calls to last ``--min-sample``; ``--gap`` idle seconds before
+every turn), passes of ``--rounds`` rounds are repeated until every entry has
+at least ``--calls`` timed calls, and the busy processes are killed.  numpy
+runs in a worker process (``bench_all.Worker``, environment as set), polytile
+in this one, so OpenBLAS's and OpenMP's thread pools never share a process.
+
+Before each workload the script waits (at most ``--max-wait`` s) until the
+machine is idle apart from itself: less than ``--idle-threshold`` cores busy
+over a 1 s window of ``/proc/stat``.  During every level it records how much
+CPU the machine, this benchmark (main process, numpy worker), the busy
+processes and everything else ("foreign") used, and the hypervisor's steal
+time.  A level during which others used ``--idle-threshold`` cores or more
+is measured again after waiting for idle (at most ``--retries`` times; the
+quietest attempt is kept) and, if still so, flagged "noisy" in the table.
+
+The table gives per workload and load level polytile's and numpy's median
+(min-max) ms, each one's slowdown against its own time at load 0, the ratio
+numpy / polytile (> 1: polytile faster), and at load 1 the issue's two
+acceptance checks: polytile slowdown <= 2.5x, and ratio >= 0.8 x the ratio
+at load 0 (polytile may not lose more ground to numpy than that).  Writes
+``benchmarks/results/contention.json`` (provenance, per level every call's
+time, the CPU accounting and the 1-minute load average at every round).
+
+Set ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``OMP_NUM_THREADS`` or
+``OPENBLAS_NUM_THREADS`` in the environment to measure their effect (they are
+recorded in the JSON).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+
+import numpy as np
+
+import _common
+import bench_all
+import bench_batched
+import bench_conv
+import bench_fused
+import bench_gemm
+from polytile.compare import format_table, random_inputs, spread
+
+#: The issue's acceptance limits at one busy process.
+MAX_SLOWDOWN = 2.5
+MIN_RATIO_KEPT = 0.8
+#: Fewer timed calls per entry and level than this and a median under load means little.
+MIN_CALLS = 20
+
+BASELINES: Dict[str, Callable[..., np.ndarray]] = {
+    **bench_gemm.BASELINES, **bench_conv.BASELINES, **bench_fused.BASELINES, **bench_batched.BASELINES}
+
+#: Environment variables that change how either side's threads wait or how many there are.
+THREAD_ENV = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS", "OMP_PROC_BIND", "OMP_SCHEDULE",
+              "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE", "POLYTILE_NUM_THREADS")
+
+
+def workloads() -> Dict[str, bench_all.Workload]:
+    """The five workloads by their ``--only`` name, built by the per-family scripts at their default sizes."""
+    sizes = argparse.Namespace(sizes=[1024], size=1024, batch=32, m=128, k=64, n=128)
+    conv56, conv28 = bench_conv.workloads(sizes)
+    return {"sgemm": bench_gemm.workloads(sizes)[0], "conv56": conv56, "conv28": conv28,
+            "fused": bench_fused.workloads(sizes)[0], "batched": bench_batched.workloads(sizes)[0]}
+
+
+# ---------------------------------------------------------------------------
+# Busy processes and CPU accounting
+# ---------------------------------------------------------------------------
+
+# Pure interpreter arithmetic: one core's worth of demand, no memory traffic, no threads.
+BUSY_CODE = ("import sys\nsys.stdout.write('ready\\n'); sys.stdout.flush()\nx = 1\n"
+             "while True:\n    x = (x * 1103515245 + 12345) % 2147483648\n")
+
+
+@contextlib.contextmanager
+def busy_processes(n: int, settle: float = 0.5) -> Iterator[List[subprocess.Popen]]:
+    """``n`` processes spinning on arithmetic while the block runs; killed (and reaped) after it."""
+    procs: List[subprocess.Popen] = []
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen([sys.executable, "-c", BUSY_CODE], stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, text=True))
+        for p in procs:
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"busy process {p.pid} did not start (exit code {p.poll()})")
+        if procs:
+            time.sleep(settle)  # let the scheduler spread them before anything is timed
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            if p.stdout:
+                p.stdout.close()
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _machine_ticks() -> Dict[str, int]:
+    """Busy, idle and steal clock ticks of all CPUs since boot (the ``cpu`` line of /proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    v += [0] * (8 - len(v))
+    idle = v[3] + v[4]                      # idle + iowait
+    steal = v[7]
+    return {"busy": sum(v[:8]) - idle - steal, "steal": steal}
+
+
+def _process_ticks(pid: int) -> int:
+    """User + system ticks of process ``pid`` (all its threads); 0 when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])   # utime, stime (fields 14 and 15 of proc(5))
+
+
+class CpuMeter:
+    """Cores used during a block: by the machine, by our processes, by the busy processes, by the rest."""
+
+    def __init__(self, ours: Sequence[int], busy: Sequence[int] = ()):
+        self.ours, self.busy = list(ours), list(busy)
+
+    def __enter__(self) -> "CpuMeter":
+        self.t0 = time.monotonic()
+        self.m0 = _machine_ticks()
+        self.o0 = sum(_process_ticks(p) for p in self.ours)
+        self.b0 = sum(_process_ticks(p) for p in self.busy)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        wall = time.monotonic() - self.t0
+        m1 = _machine_ticks()
+        ours = sum(_process_ticks(p) for p in self.ours) - self.o0
+        busy = sum(_process_ticks(p) for p in self.busy) - self.b0
+        machine = m1["busy"] - self.m0["busy"]
+        cores = lambda ticks: round(ticks / _TICK / wall, 3) if wall > 0 else None  # noqa: E731
+        self.result = {"wall_s": round(wall, 2), "machine_busy_cores": cores(machine), "benchmark_cores": cores(ours),
+                       "busy_process_cores": cores(busy), "foreign_cores": cores(max(0, machine - ours - busy)),
+                       "steal_cores": cores(m1["steal"] - self.m0["steal"])}
+
+
+def foreign_cores(ours: Sequence[int], window: float = 1.0) -> float:
+    """Cores busy with other people's work over ``window`` seconds."""
+    with CpuMeter(ours) as m:
+        time.sleep(window)
+    return m.result["foreign_cores"] or 0.0
+
+
+def wait_for_idle(ours: Sequence[int], threshold: float, max_wait: float, say) -> Dict[str, Any]:
+    """Wait until fewer than ``threshold`` cores are busy with others' work (at most ``max_wait`` s)."""
+    t0 = time.monotonic()
+    first = used = foreign_cores(ours)
+    if used >= threshold:
+        say(f"{used:.2f} cores busy with other work: waiting up to {max_wait:.0f} s for an idle machine")
+    while used >= threshold and time.monotonic() - t0 < max_wait:
+        time.sleep(2.0)
+        used = foreign_cores(ours)
+    return {"threshold_cores": threshold, "waited_s": round(time.monotonic() - t0, 1), "foreign_cores_first": first,
+            "foreign_cores_when_measuring": used, "idle": used < threshold, "loadavg": bench_all.loadavg()}
+
+
+# ---------------------------------------------------------------------------
+# Measuring
+# ---------------------------------------------------------------------------
+
+
+def measure_level(make_subjects: Callable[[], List[bench_all.Subject]], nbusy: int, args, say,
+                  ours: Sequence[int]) -> Dict[str, Any]:
+    """Time fresh subjects interleaved beside ``nbusy`` busy processes; stats, rounds' load and CPU use.
+
+    Passes of ``args.rounds`` interleaved rounds (the first after ``args.warmup``
+    warm-up rounds) are repeated until every subject has ``args.calls`` timed calls.
+    """
+    subjects = make_subjects()
+    loads: List[List[float]] = []
+    with busy_processes(nbusy) as procs, CpuMeter(ours, [p.pid for p in procs]) as meter:
+        warmup = args.warmup
+        while True:
+            loads += bench_all.measure_interleaved(subjects, args.rounds, warmup, args.gap, args.min_sample, {}, say)
+            warmup = 0
+            if min(len(s.times) for s in subjects) >= args.calls:
+                break
+    return {"busy_processes": nbusy, "cpu": meter.result, "noisy": meter.result["foreign_cores"] >= args.idle_threshold,
+            "load_rounds": loads, "timings": {s.name: s.stats() for s in subjects}}
+
+
+def measure_level_retrying(make_subjects: Callable[[], List[bench_all.Subject]], nbusy: int, args, say,
+                           ours: Sequence[int], name: str) -> Dict[str, Any]:
+    """:func:`measure_level`, measured again (after waiting for idle) while others' work made it noisy.
+
+    At most ``args.retries`` more attempts; the one with the fewest foreign cores is kept, and
+    the foreign cores of every attempt are recorded with it.
+    """
+    attempts = []
+    for attempt in range(args.retries + 1):
+        if attempt:
+            say(f"{name}: {nbusy} busy: {attempts[-1]['cpu']['foreign_cores']:.2f} foreign cores, measuring again")
+            wait_for_idle(ours, args.idle_threshold, args.max_wait, say)
+        say(f"{name}: {nbusy} busy process(es)" + (f", attempt {attempt + 1}" if attempt else ""))
+        attempts.append(measure_level(make_subjects, nbusy, args, say, ours))
+        if not attempts[-1]["noisy"]:
+            break
+    kept = min(attempts, key=lambda lv: lv["cpu"]["foreign_cores"])
+    kept["attempts_foreign_cores"] = [lv["cpu"]["foreign_cores"] for lv in attempts]
+    return kept
+
+
+def _best(timings: Dict[str, Dict[str, Any]], names: Sequence[str]) -> Optional[str]:
+    """The name among ``names`` with the lowest median (the baseline at this level)."""
+    have = [n for n in names if timings.get(n, {}).get("median_s") is not None]
+    return min(have, key=lambda n: timings[n]["median_s"]) if have else None
+
+
+def run_workload(name: str, w: bench_all.Workload, worker: bench_all.Worker, args, say, tmp: Path) -> Dict[str, Any]:
+    """Compile, check, then every load level; a JSON-able record with the summary per level."""
+    import polytile
+
+    arrays = random_inputs(w.shapes, ["float32"] * len(w.shapes), "normal", args.seed)
+    files = []
+    for n, a in enumerate(arrays):
+        files.append(str(tmp / f"{name}-in{n}.npy"))
+        np.save(files[-1], a)
+    truth = w.truth(*[a.astype(np.float64) for a in arrays])
+    rec: Dict[str, Any] = {"name": name, "family": w.family, "shape": w.shape,
+                           "program": str(w.tile.relative_to(_common.ROOT)), "dims": w.dims,
+                           "input_shapes": [list(s) for s in w.shapes], "flops": w.flops, "baselines": list(w.baselines)}
+    say(f"{name}: compiling polytile's default")
+    kernel = polytile.compile(w.tile)
+    spec = kernel.specialize(*arrays)
+    rec["polytile_schedule"] = {"steps": [s.to_json() for s in spec.schedule.steps],
+                                "describe": spec.schedule.describe()}
+    checks = {"polytile": bench_all.check(kernel(*arrays), truth)}
+    worker.ask(cmd="load", key=name, files=files)
+    for b in w.baselines:
+        out_file = str(tmp / f"{name}-out-{b}.npy")
+        worker.ask(cmd="run", key=name, baseline=b, out=out_file)
+        checks[f"numpy:{b}"] = bench_all.check(np.load(out_file), truth)
+    rec["checks"] = checks
+    bad = [k for k, c in checks.items() if not c["ok"]]
+    if bad:
+        say(f"{name}: CHECK FAILED ({', '.join(bad)}): not timed")
+        worker.ask(cmd="drop", key=name)
+        rec["levels"] = []
+        return rec
+
+    def subjects() -> List[bench_all.Subject]:
+        return ([bench_all.Subject(f"numpy:{b}", worker=worker, baseline=b, key=name) for b in w.baselines]
+                + [bench_all.Subject("polytile", call=lambda: kernel(*arrays))])
+
+    ours = [os.getpid(), worker.proc.pid]
+    rec["idle_wait"] = wait_for_idle(ours, args.idle_threshold, args.max_wait, say)
+    rec["levels"] = []
+    for nbusy in args.loads:
+        rec["levels"].append(measure_level_retrying(subjects, nbusy, args, say, ours, name))
+    worker.ask(cmd="drop", key=name)
+    summarise(rec, [f"numpy:{b}" for b in w.baselines])
+    return rec
+
+
+def summarise(rec: Dict[str, Any], numpy_names: Sequence[str], subject: str = "polytile") -> None:
+    """Add to every level of ``rec`` the medians, slowdowns against load 0, the ratio and the checks."""
+    quiet = next((lv for lv in rec["levels"] if lv["busy_processes"] == 0), None)
+    for lv in rec["levels"]:
+        t = lv["timings"]
+        best = _best(t, numpy_names)
+        pt, npy = t[subject], (t[best] if best else {})
+        s: Dict[str, Any] = {"polytile_median_s": pt["median_s"], "polytile_min_s": pt["min_s"],
+                             "polytile_max_s": pt["max_s"], "polytile_calls": pt["runs"], "numpy_best": best,
+                             "numpy_median_s": npy.get("median_s"), "numpy_min_s": npy.get("min_s"),
+                             "numpy_max_s": npy.get("max_s"), "numpy_calls": npy.get("runs")}
+        s["ratio"] = s["numpy_median_s"] / s["polytile_median_s"] if s["numpy_median_s"] else None
+        if quiet is not None:
+            q_pt = quiet["timings"][subject]["median_s"]
+            q_best = _best(quiet["timings"], numpy_names)
+            q_np = quiet["timings"][q_best]["median_s"] if q_best else None
+            s["polytile_slowdown"] = s["polytile_median_s"] / q_pt
+            s["numpy_slowdown"] = s["numpy_median_s"] / q_np if q_np and s["numpy_median_s"] else None
+            q_ratio = q_np / q_pt if q_np else None
+            s["ratio_kept"] = s["ratio"] / q_ratio if s["ratio"] and q_ratio else None
+            if lv["busy_processes"] > 0:
+                s["check_slowdown"] = s["polytile_slowdown"] <= MAX_SLOWDOWN
+                s["check_ratio"] = s["ratio_kept"] is not None and s["ratio_kept"] >= MIN_RATIO_KEPT
+        lv["summary"] = s
+
+
+# ---------------------------------------------------------------------------
+# Output
+# ---------------------------------------------------------------------------
+
+
+def _ms_range(med: Optional[float], lo: Optional[float], hi: Optional[float]) -> str:
+    if med is None:
+        return "-"
+    return f"{med * 1e3:.3f} ({lo * 1e3:.3f}-{hi * 1e3:.3f})"
+
+
+def _x(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
+def _verdict(ok: Optional[bool], acceptance: bool) -> str:
+    if ok is None:
+        return "-"
+    word = "PASS" if ok else "FAIL"
+    return word if acceptance else word.lower() + " (info)"
+
+
+def table(records: List[Dict[str, Any]], label: str = "polytile") -> str:
+    """One row per workload and load level (the checks are the acceptance rows at one busy process)."""
+    rows = [["workload", "busy", f"{label} ms (min-max)", "numpy ms (min-max)", f"{label} slowdown",
+             "numpy slowdown", "ratio np/pt", "ratio vs quiet", f"slowdown <= {MAX_SLOWDOWN}x",
+             f"ratio >= {MIN_RATIO_KEPT}x quiet", "foreign cores"]]
+    for r in records:
+        for lv in r.get("levels", []):
+            s = lv["summary"]
+            acceptance = lv["busy_processes"] == 1
+            best = f" [{s['numpy_best'].split(':', 1)[1]}]" if len(r.get("baselines", ())) > 1 and s["numpy_best"] else ""
+            rows.append([f"{r['name']} {r['shape']}", lv["busy_processes"],
+                         _ms_range(s["polytile_median_s"], s["polytile_min_s"], s["polytile_max_s"]),
+                         _ms_range(s["numpy_median_s"], s["numpy_min_s"], s["numpy_max_s"]) + best,
+                         _x(s.get("polytile_slowdown")), _x(s.get("numpy_slowdown")), _x(s["ratio"]),
+                         _x(s.get("ratio_kept")), _verdict(s.get("check_slowdown"), acceptance),
+                         _verdict(s.get("check_ratio"), acceptance),
+                         f"{lv['cpu']['foreign_cores']:.2f}" + (" noisy" if lv["noisy"] else "")])
+    return format_table(rows)
+
+
+def _loads(text: str) -> List[int]:
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 0,1,2, got {text!r}") from None
+    if not levels or any(n < 0 for n in levels) or len(set(levels)) != len(levels):
+        raise argparse.ArgumentTypeError(f"expected distinct non-negative integers such as 0,1,2, got {text!r}")
+    return sorted(levels)
+
+
+def _calls(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if n < MIN_CALLS:
+        raise argparse.ArgumentTypeError(f"at least {MIN_CALLS} timed calls (a median under load of fewer is noise)")
+    return n
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0],
+                                epilog="examples:\n" + __doc__.split("\n\n", 2)[1],
+                                formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(prog, width=100))
+    d = " (default: %(default)s)"
+    p.add_argument("--loads", type=_loads, default="0,1,2",
+                   help="busy processes beside the kernels, one level each, e.g. 0,1,2; slowdowns are against 0" + d)
+    p.add_argument("--calls", type=_calls, default=MIN_CALLS,
+                   help=f"at least this many timed calls per entry and level (>= {MIN_CALLS})" + d)
+    p.add_argument("--only", nargs="+", metavar="NAME", choices=tuple(workloads()),
+                   help="run these workloads only: " + ", ".join(workloads()))
+    p.add_argument("--rounds", type=_common._repeat, default=_common.MIN_REPEAT,
+                   help="interleaved rounds per pass; passes repeat until --calls is reached" + d)
+    p.add_argument("--warmup", type=_common._warmup, default=1, help="untimed rounds at every level first" + d)
+    p.add_argument("--gap", type=float, default=0.2, help="idle seconds before every turn" + d)
+    p.add_argument("--min-sample", dest="min_sample", type=float, default=0.05,
+                   help="a turn repeats a fast call until it lasts this many seconds" + d)
+    p.add_argument("--idle-threshold", dest="idle_threshold", type=float, default=0.3,
+                   help="cores busy with others' work above which the machine is not idle (wait; flag 'noisy')" + d)
+    p.add_argument("--max-wait", dest="max_wait", type=float, default=120.0,
+                   help="wait at most this many seconds for an idle machine before each workload" + d)
+    p.add_argument("--retries", type=int, default=2,
+                   help="measure a level again (after waiting for idle) at most this often while it is noisy" + d)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the inputs" + d)
+    p.add_argument("--out", type=Path, default=_common.RESULTS / "contention.json", help="JSON results file" + d)
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    return p
+
+
+def thread_env() -> Dict[str, Optional[str]]:
+    return {k: os.environ.get(k) for k in THREAD_ENV}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if bench_all.WORKER_FLAG in argv:
+        return bench_all.worker_main(BASELINES)
+    args = make_parser().parse_args(argv)
+    say = _common.progress(args.quiet)
+    chosen = {k: w for k, w in workloads().items() if not args.only or k in args.only}
+    records = []
+    worker = bench_all.Worker(Path(__file__), "numpy (environment as set)", os.environ)
+    try:
+        with tempfile.TemporaryDirectory(prefix="polytile-contention-") as tmp:
+            for name, w in chosen.items():
+                records.append(run_workload(name, w, worker, args, say, Path(tmp)))
+    finally:
+        worker.close()
+
+    print(f"numpy {np.__version__}, BLAS: {worker.info['blas'].get('summary')}; {os.cpu_count()} logical CPUs; "
+          "threads: " + (", ".join(f"{k}={v}" for k, v in thread_env().items() if v is not None) or "defaults"))
+    print(table(records))
+    print(f"busy = busy processes beside the kernels; ms = median of >= {args.calls} calls per entry and level "
+          f"(interleaved rounds); slowdown = median / own median at 0 busy; ratio = numpy / polytile (> 1: polytile "
+          f"faster); acceptance (1 busy process): slowdown <= {MAX_SLOWDOWN}x and ratio >= {MIN_RATIO_KEPT} x the "
+          f"quiet ratio; foreign cores = CPU used by other people's processes during the level")
+    for r in records:
+        bad = [k for k, c in r["checks"].items() if not c["ok"]]
+        if bad:
+            print(f"{r['name']}: CHECK FAILED (not timed): {', '.join(bad)}")
+    accept = [lv["summary"] for r in records for lv in r.get("levels", []) if lv["busy_processes"] == 1]
+    verdict = None
+    if accept and all("check_slowdown" in s for s in accept):
+        verdict = all(s["check_slowdown"] and s["check_ratio"] for s in accept)
+        print(f"acceptance at 1 busy process: {'PASS' if verdict else 'FAIL'}")
+    data = {"provenance": _common.provenance(benchmark="contention", thread_env=thread_env(),
+                                             blas=worker.info["blas"], load_average_end=bench_all.loadavg(),
+                                             method={"calls": args.calls, "rounds": args.rounds,
+                                                     "warmup": args.warmup, "gap_s": args.gap,
+                                                     "min_sample_s": args.min_sample, "loads": args.loads,
+                                                     "idle_threshold_cores": args.idle_threshold,
+                                                     "retries": args.retries,
+                                                     "seed": args.seed, "busy_process": BUSY_CODE,
+                                                     "max_slowdown": MAX_SLOWDOWN, "min_ratio_kept": MIN_RATIO_KEPT,
+                                                     "ratio": "numpy (best baseline at the level) / polytile"}),
+            "acceptance_pass": verdict, "workloads": records}
+    print(f"wrote {_common.write_json(args.out, data)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
