@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -98,9 +99,16 @@ def workloads() -> Dict[str, bench_all.Workload]:
 # Busy processes and CPU accounting
 # ---------------------------------------------------------------------------
 
-# Pure interpreter arithmetic: one core's worth of demand, no memory traffic, no threads.
-BUSY_CODE = ("import sys\nsys.stdout.write('ready\\n'); sys.stdout.flush()\nx = 1\n"
-             "while True:\n    x = (x * 1103515245 + 12345) % 2147483648\n")
+# Pure interpreter arithmetic: one core's worth of demand, no memory traffic, no threads.  It
+# exits by itself when the benchmark dies without killing it (its parent changes).
+BUSY_CODE = """import os, sys
+parent = os.getppid()
+sys.stdout.write('ready\\n'); sys.stdout.flush()
+x = 1
+while os.getppid() == parent:
+    for _ in range(1000000):
+        x = (x * 1103515245 + 12345) % 2147483648
+"""
 
 
 @contextlib.contextmanager
@@ -419,6 +427,8 @@ def main(argv=None) -> int:
         return bench_all.worker_main(BASELINES)
     args = make_parser().parse_args(argv)
     say = _common.progress(args.quiet)
+    # A plain kill must still run the clean-ups (busy processes, the numpy worker).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     chosen = {k: w for k, w in workloads().items() if not args.only or k in args.only}
     records = []
     worker = bench_all.Worker(Path(__file__), "numpy (environment as set)", os.environ)
