@@ -29,6 +29,7 @@ import islpy as isl
 from polytile import dtypes as D
 from polytile.deadline import interrupts_after
 from polytile.errors import InternalError, ScheduleError
+from polytile.isl_parts import maps_of
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
 from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, Reduction, RegTile, Simd, Unroll, decode, encode
@@ -302,7 +303,8 @@ class AstPrinter:
             elif t == isl.ast_node_type.user:
                 calls.append(x.user_get_expr())
             return not nested  # an inner loop settles it: stop descending
-        n.for_get_body().foreach_descendant_top_down(visit)
+        with interrupts_after():  # (the visitor is a Python callback inside isl)
+            n.for_get_body().foreach_descendant_top_down(visit)
         if nested:
             return False
         word = re.compile(rf"\b{re.escape(it)}\b")
@@ -339,7 +341,8 @@ class AstPrinter:
                 if tiles.search(_c(node.for_get_init())) or tiles.search(_c(node.for_get_cond())):
                     over_tiles.append(node)
             return True
-        n.foreach_descendant_top_down(visit)
+        with interrupts_after():
+            n.foreach_descendant_top_down(visit)
         return bool(over_tiles) and any(not _is_box(self.stmts[x].domain) for x in names if x in self.stmts)
 
     def _for(self, n: isl.AstNode, marks: Tuple[Mark, ...]) -> List:
@@ -465,7 +468,8 @@ def _local_arrays(ast: isl.AstNode) -> Tuple[set, set]:
                 count[mark.array] = count.get(mark.array, 0) + 1
         return True
 
-    ast.foreach_descendant_top_down(visit)
+    with interrupts_after():
+        ast.foreach_descendant_top_down(visit)
     return {a for a, n in count.items() if n == 1}, {a for a, n in count.items() if n > 1}
 
 
@@ -611,8 +615,7 @@ def _counters(build: isl.AstBuild, schedule: isl.Schedule, counter: str) -> isl.
     if counter == "c":
         return build
     ctx = build.get_ctx()
-    dims = [0]
-    schedule.get_map().foreach_map(lambda m: dims.append(m.dim(isl.dim_type.out)))
+    dims = [0, *(m.dim(isl.dim_type.out) for m in maps_of(schedule.get_map()))]
     ids = isl.IdList.alloc(ctx, 0)
     for k in range(max(dims) + 1):  # one name per schedule dimension
         ids = ids.add(isl.Id(f"{counter}{k}", context=ctx))

@@ -33,6 +33,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import cgen
 import islpy as isl
 
+from polytile.isl_parts import maps_of
 from polytile.poly.scop import Array, Scop
 from polytile.scheduling.marks import Pack, decode
 
@@ -104,9 +105,7 @@ def footprint_hook(scop: Scop, found: Dict[str, Footprint], errors: List[str]) -
     def reads_of(array: str) -> isl.UnionMap:
         if array not in by_array:
             acc = isl.UnionMap.empty(scop.reads.get_space())
-            maps: List[isl.Map] = []
-            scop.reads.foreach_map(maps.append)
-            for m in maps:
+            for m in maps_of(scop.reads):
                 if m.get_tuple_name(isl.dim_type.out) == array:
                     acc = acc.union(isl.UnionMap.from_map(m))
             by_array[array] = acc

@@ -27,6 +27,7 @@ from typing import List, Optional
 
 import islpy as isl
 
+from .isl_parts import maps_of
 from .poly.scop import Scop
 
 
@@ -66,15 +67,13 @@ class Dependences:
             key = ("by-source", id(relation))
             if key not in memo:
                 index: dict = {}
-                relation.foreach_map(
-                    lambda m: index.setdefault(m.get_tuple_name(isl.dim_type.in_), []).append(m))
+                for m in maps_of(relation):
+                    index.setdefault(m.get_tuple_name(isl.dim_type.in_), []).append(m)
                 memo[key] = (relation, index)  # the relation is kept so its id stays its own
             index = memo[key][1]
             maps = [m for n in names for m in index.get(n, ())]
         else:
-            maps = []
-            relation.foreach_map(maps.append)
-            maps = [m for m in maps if m.get_tuple_name(isl.dim_type.in_) in names]
+            maps = [m for m in maps_of(relation) if m.get_tuple_name(isl.dim_type.in_) in names]
         return [m for m in maps if m.get_tuple_name(isl.dim_type.out) in names]
 
     def touching(self, statements, include_reductions: bool = True) -> isl.UnionMap:
@@ -89,12 +88,9 @@ class Dependences:
         key = ("index", include_reductions)
         if key not in memo:
             index: dict = {}
-
-            def add(m: isl.Map) -> None:
+            for m in maps_of(self.all(include_reductions)):
                 for end in {m.get_tuple_name(isl.dim_type.in_), m.get_tuple_name(isl.dim_type.out)}:
                     index.setdefault(end, []).append(m)
-
-            self.all(include_reductions).foreach_map(add)
             memo[key] = index
         index = memo[key]
         out = isl.UnionMap.empty(self.flow.get_space())

@@ -77,13 +77,16 @@ def compile_so(tmp_path: Path, name: str, text: bytes, flags=("-O2", "-fopenmp",
 
 @pytest.fixture(scope="module")
 def optimised():
-    """Each kernel optimised once (default options: tile, parallel, isl's scheduler with smart fusion)."""
+    """Each kernel optimised once (default options: tile, parallel, isl's scheduler with smart fusion),
+    through the session's ``opt`` cache so that other tests (and xdist workers) optimising the same file
+    with the same options reuse the result (a hit is the same bytes: the cache checks its hash)."""
     cache = {}
 
     def get(kernel: str):
         if kernel not in cache:
             case = CASES[kernel]
-            cache[kernel] = optimize_regions(KERNELS / kernel, assume_no_alias=case.get("assume_no_alias", False))
+            cache[kernel] = optimize_regions(KERNELS / kernel, assume_no_alias=case.get("assume_no_alias", False),
+                                             cache=True)
         return cache[kernel]
 
     return get
@@ -134,7 +137,7 @@ REASSOC_REL = 1e-11
 def test_reassociated_kernel_matches_within_tolerance(kernel, tmp_path, rng):
     case = CASES[kernel]
     out, results = optimize_regions(KERNELS / kernel, assume_no_alias=case.get("assume_no_alias", False),
-                                    reassociate=True)
+                                    reassociate=True, cache=True)
     arrays, want, got = _run_both(kernel, out, results, tmp_path, rng)
     for name in arrays:
         if np.dtype(want[name].dtype).kind in "iu":  # integer sums reassociate exactly

@@ -38,6 +38,8 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("memory", ("polytile.memory",), ()),
     # A wall-clock limit for isl work that cannot be interrupted (a forked child; stdlib only).
     ("deadline", ("polytile.deadline",), ()),
+    # The parts of isl union objects as lists (no Python callback inside isl; islpy only).
+    ("isl_parts", ("polytile.isl_parts",), ()),
     ("hardware", ("polytile.hardware",), ("errors", "names")),
     ("ir", ("polytile.ir",), ("errors", "config", "names")),
     ("frontends", ("polytile.frontends",), ("ir", "errors", "names")),
@@ -48,16 +50,16 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # Reading a program and its sizes (text or path -> checked Program; --dims -> shapes).
     ("program", ("polytile.program",), ("ir", "errors", "sema", "frontends")),
     ("interpreter", ("polytile.interpreter",), ("ir", "errors", "sema", "desugar", "dtypes", "memory")),
-    ("poly", ("polytile.poly",), ("ir", "errors", "sema", "names", "desugar", "dtypes")),
-    ("deps", ("polytile.deps",), ("poly", "errors")),
+    ("poly", ("polytile.poly",), ("ir", "errors", "sema", "names", "desugar", "dtypes", "deadline", "isl_parts")),
+    ("deps", ("polytile.deps",), ("poly", "errors", "isl_parts")),
     # The C frontend reads C straight into Scops (its statements keep their C text).
-    ("cfrontend", ("polytile.frontends.c",), ("poly", "errors", "names", "ir")),
-    ("schedule", ("polytile.scheduling",), ("poly", "deps", "errors", "deadline")),
+    ("cfrontend", ("polytile.frontends.c",), ("poly", "errors", "names", "ir", "isl_parts")),
+    ("schedule", ("polytile.scheduling",), ("poly", "deps", "errors", "deadline", "isl_parts")),
     # The cost model and the blocked-schedule space use each other (autotile ranks with
     # the model, the model reads tile configurations): one stage.
     ("cost", ("polytile.cost", "polytile.autotile"),
-     ("poly", "deps", "schedule", "hardware", "errors", "names")),
-    ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names", "dtypes", "deadline")),
+     ("poly", "deps", "schedule", "hardware", "errors", "names", "isl_parts")),
+    ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names", "dtypes", "deadline", "isl_parts")),
     ("runtime", ("polytile.runtime",), ("config", "errors", "version")),
     # One specialisation's record and calling it on numpy arrays.
     ("specialization", ("polytile.specialization",), ("errors", "memory")),
@@ -68,7 +70,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # Source-to-source C optimisation: the C frontend, dependences, schedules and C generation
     # (results kept in the runtime's JSON cache, keyed with the version).
     ("c_optimiser", ("polytile.c_optimiser",), ("cfrontend", "codegen", "config", "deadline", "deps", "errors",
-                                               "hardware", "poly", "runtime", "schedule", "version")),
+                                               "hardware", "isl_parts", "poly", "runtime", "schedule", "version")),
     # The Tile pipeline: front half, then the target's back half (the Kernel object).
     ("pipeline", ("polytile.pipeline",), ("codegen", "config", "deps", "desugar", "errors", "hardware",
                                           "interpreter", "ir", "poly", "program", "runtime", "schedule", "sema",
@@ -85,7 +87,8 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("tune", ("polytile.tune",), ("config", "cost", "errors", "hardware", "interpreter", "command_inputs",
                                   "compare", "pipeline", "runtime", "schedule", "version")),
     # The commands.
-    ("cli", ("polytile.cli",), ("examples", "cfrontend", "config", "deps", "errors", "hardware", "interpreter", "memory",
+    ("cli", ("polytile.cli",), ("examples", "cfrontend", "config", "deps", "errors", "hardware", "interpreter",
+                                "isl_parts", "memory",
                                 "command_inputs", "compare", "c_runner", "pipeline", "tune", "runtime", "schedule",
                                 "targets", "version")),
 ]

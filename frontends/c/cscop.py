@@ -8,10 +8,9 @@ in place of their bytes in the original file, :func:`guard_text` writes the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Mapping, Optional, Sequence, Tuple, Union
 
-import islpy as isl
-
+from polytile.isl_parts import maps_of
 from polytile.poly.scop import Scop
 
 from .source import CFrontendError
@@ -127,9 +126,7 @@ def show(cscop: CScop) -> str:
         lines.append(f"    {s.name}{where}: {s.c_text}")
         lines.append(f"      domain: {s.domain}")
         lines.append(f"      write:  {s.write_map()}")
-        maps: List[isl.Map] = []
-        s.reads().foreach_map(maps.append)
-        for m in maps:
+        for m in maps_of(s.reads()):
             lines.append(f"      read:   {m}")
     lines.append(f"  schedule: {scop.schedule.get_map()}")
     for n in cscop.notes:

@@ -16,6 +16,7 @@ import islpy as isl
 from pycparser import c_ast
 
 from polytile.errors import InternalError
+from polytile.isl_parts import maps_of
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
 
@@ -245,9 +246,7 @@ class _ScopBuilder:
         touched = None
         for st in statements:
             for rel in (isl.UnionMap.from_map(st.write_map()), st.reads()):
-                maps: List[isl.Map] = []
-                rel.foreach_map(maps.append)
-                for m in maps:
+                for m in maps_of(rel):
                     if m.get_tuple_name(isl.dim_type.out) == array:
                         r = m.range()
                         touched = r if touched is None else touched.union(r)

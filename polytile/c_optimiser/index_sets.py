@@ -12,6 +12,7 @@ from typing import List, Sequence, Tuple
 
 import islpy as isl
 
+from ..isl_parts import maps_of
 from ..poly.scop import Scop
 
 
@@ -26,12 +27,8 @@ def _split_planes(st) -> List[Tuple[int, isl.PwAff]]:
     n = dom.dim(isl.dim_type.set)
     w = st.write_map()
     arr = w.get_tuple_name(isl.dim_type.out)
-    reads: List[isl.BasicMap] = []
-
-    def take(m: isl.Map) -> None:
-        if m.get_tuple_name(isl.dim_type.out) == arr:
-            reads.extend(m.get_basic_maps())
-    st.reads().foreach_map(take)
+    reads: List[isl.BasicMap] = [b for m in maps_of(st.reads()) if m.get_tuple_name(isl.dim_type.out) == arr
+                                 for b in m.get_basic_maps()]
     planes = []
     for x in range(n):
         for r in reads:
@@ -97,14 +94,11 @@ def split_index_sets(scop, notes: List[str]):
             new_flat = new_flat.union(own)
             continue
         changed = True
-        maps: List[isl.Map] = []
-        own.foreach_map(maps.append)
+        maps = maps_of(own)
         for k, piece in enumerate(pieces):
             name = f"{st.name}_{k}"
             reads = isl.UnionMap.empty(st.reads().get_space())
-            parts_r: List[isl.Map] = []
-            st.reads().foreach_map(parts_r.append)
-            for m in parts_r:
+            for m in maps_of(st.reads()):
                 reads = reads.union(isl.UnionMap.from_map(_rename_in(m.intersect_domain(piece), name)))
             write = _rename_in(st.write_map().intersect_domain(piece), name)
             stmts.append(dataclasses.replace(st, name=name, domain=piece.set_tuple_name(name),

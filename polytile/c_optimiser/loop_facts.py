@@ -13,6 +13,7 @@ from typing import Dict, List, Sequence, Tuple
 import islpy as isl
 
 from ..errors import IllegalSchedule, ScheduleError
+from ..isl_parts import maps_of
 from ..scheduling import Schedule
 
 #: Bytes per element assumed for footprints when an array's dtype is unknown.
@@ -29,8 +30,7 @@ def _subscript_iters(s: Schedule, stmt: str) -> set:
     """Indices of ``stmt``'s iterators that appear in some array subscript."""
     st = s.scop.statement(stmt)
     used = set()
-    maps: List[isl.Map] = [st.write_map()]
-    st.reads().foreach_map(maps.append)
+    maps: List[isl.Map] = [st.write_map(), *maps_of(st.reads())]
     n = st.domain.dim(isl.dim_type.set)
     for m in maps:
         m = m.gist_domain(st.domain)
@@ -54,8 +54,7 @@ def _arrays_of(s: Schedule, stmts: Sequence[str]) -> Dict[str, Tuple[int, int]]:
     out: Dict[str, Tuple[int, int]] = {}
     for name in stmts:
         st = s.scop.statement(name)
-        maps: List[isl.Map] = [st.write_map()]
-        st.reads().foreach_map(maps.append)
+        maps: List[isl.Map] = [st.write_map(), *maps_of(st.reads())]
         for m in maps:
             arr = m.get_tuple_name(isl.dim_type.out)
             if not arr or arr in out:
@@ -108,8 +107,7 @@ def _unit_stride(s: Schedule, stmt: str, loop: str) -> bool:
     if loop not in st.iters:
         return False
     k = list(st.iters).index(loop)
-    maps: List[isl.Map] = [st.write_map()]
-    st.reads().foreach_map(maps.append)
+    maps: List[isl.Map] = [st.write_map(), *maps_of(st.reads())]
     for m in maps:
         n_out = m.dim(isl.dim_type.out)
         m = m.gist_domain(st.domain)
@@ -142,8 +140,7 @@ def unit_stride_dim(s: Schedule, stmt: str, dim: int) -> bool:
     if nxt.is_empty():
         return True
     dom = nxt.domain()
-    maps: List[isl.Map] = [st.write_map()]
-    st.reads().foreach_map(maps.append)
+    maps: List[isl.Map] = [st.write_map(), *maps_of(st.reads())]
     for m in maps:
         # (A statement's reads of one array arrive as one map: A[i][j-1], A[i][j+1] ... together,
         # so each subscript is compared as the set of values it takes, not as a function.)

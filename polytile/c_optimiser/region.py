@@ -18,7 +18,7 @@ import islpy as isl
 
 from .. import deps as deps_mod
 from ..codegen.c import fresh_counter_prefix, generate_region
-from ..deadline import with_deadline
+from ..deadline import interrupts_after, with_deadline
 from ..errors import PolytileError, ScheduleError
 from ..frontends.c import CScop
 from ..scheduling import Schedule, Step
@@ -64,22 +64,16 @@ def separate_innermost(tree: isl.Schedule) -> isl.Schedule:
     plain, vectorisable loop; the pieces at its ends are short.
     """
     def has_band_below(node: isl.ScheduleNode) -> bool:
-        found = []
-
-        def visit(n: isl.ScheduleNode) -> bool:
-            if n.get_type() == isl.schedule_node_type.band:
-                found.append(n)
-            return not found
-        for k in range(node.n_children()):
-            node.child(k).foreach_descendant_top_down(visit)
-        return bool(found)
+        return any(node.child(k).get_type() == isl.schedule_node_type.band or has_band_below(node.child(k))
+                   for k in range(node.n_children()))
 
     def fn(node: isl.ScheduleNode) -> isl.ScheduleNode:
         if node.get_type() == isl.schedule_node_type.band and not has_band_below(node):
             opts = isl.UnionSet("{ separate[x] }", context=node.get_ctx())
             node = node.band_set_ast_build_options(opts)
         return node
-    return tree.map_schedule_node_bottom_up(fn)
+    with interrupts_after():  # fn is a Python callback inside isl
+        return tree.map_schedule_node_bottom_up(fn)
 
 
 # isl's AST generator names loop counters c0, c1, ...; a file that uses such a name itself (a

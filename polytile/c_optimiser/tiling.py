@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import islpy as isl
 
 from ..errors import PolytileError
+from ..isl_parts import maps_of
 from ..scheduling import Schedule
 from ..scheduling import reorder as reorder_step
 from ..scheduling import tile as tile_step
@@ -180,8 +181,7 @@ def _tiling_pays(s: Schedule, group: Sequence[str], rep: str, loops: Sequence[st
             return True
         st = s.scop.statement(g)
         theta = ss.map.intersect_domain(st.domain)
-        maps: List[isl.Map] = [st.write_map()]
-        st.reads().foreach_map(maps.append)
+        maps: List[isl.Map] = [st.write_map(), *maps_of(st.reads())]
         for m in maps:
             if m.dim(isl.dim_type.out) < 2:
                 continue

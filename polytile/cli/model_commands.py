@@ -7,9 +7,10 @@ schedule tree, the dependence relations) come first.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Sequence
+from typing import List, Sequence
 
 from ..errors import PolytileError
+from ..isl_parts import maps_of
 from .c_files import (
     _C_PREPROCESSOR, _c_command, _c_options, _c_params, _c_region_header, _c_regions, _cpp_args, _is_c,
     _per_region, _pure, _reject_c_options, _reject_tile_options,
@@ -50,8 +51,7 @@ DEP_RELATIONS = (
 
 def _relation_lines(rel, order: Sequence[str]) -> List[str]:
     """One line per (source, sink) statement pair of an isl union map, in statement order."""
-    maps: List[Any] = []
-    rel.coalesce().foreach_map(maps.append)
+    maps = maps_of(rel.coalesce())
     rank = {n: k for k, n in enumerate(order)}
 
     def key(m):

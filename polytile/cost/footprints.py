@@ -14,6 +14,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 import islpy as isl
 
 from ..hardware import dtype_bytes
+from ..isl_parts import maps_of
 from ..poly import body as B
 from ..poly.scop import Statement
 from .constants import EXACT_CELLS, PAGE_BYTES
@@ -33,9 +34,7 @@ class _StmtInfo:
         # acc_a: the statement's own access relations (reads and the write, per array), so
         # statements that carry explicit accesses (the C frontend) are measured the same way.
         acc: Dict[str, isl.Map] = {}
-        maps: List[isl.Map] = []
-        stmt.reads().foreach_map(maps.append)
-        maps.append(stmt.write_map())
+        maps = [*maps_of(stmt.reads()), stmt.write_map()]
         for m in maps:
             array = m.get_tuple_name(isl.dim_type.out)
             acc[array] = acc[array].union(m) if array in acc else m

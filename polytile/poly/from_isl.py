@@ -20,7 +20,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import islpy as isl
 import numpy as np
 
+from ..deadline import interrupts_after
 from ..errors import PolytileError
+from ..isl_parts import maps_of
 from . import body as B
 from .scop import Array, Scop, Statement
 
@@ -174,8 +176,7 @@ def execute(scop: Scop, arrays: Mapping[str, np.ndarray]) -> Dict[str, np.ndarra
     sched = scop.schedule.get_map()
     stmts = scop.statement_map
     for s in scop.statements:
-        maps: List[isl.Map] = []
-        sched.intersect_domain(isl.UnionSet.from_set(s.domain)).foreach_map(maps.append)
+        maps = maps_of(sched.intersect_domain(isl.UnionSet.from_set(s.domain)))
         if not maps:
             continue
         m = maps[0]
@@ -185,7 +186,8 @@ def execute(scop: Scop, arrays: Mapping[str, np.ndarray]) -> Dict[str, np.ndarra
             v = [int(pt.get_coordinate_val(isl.dim_type.set, d).to_python()) for d in range(n_in + n_out)]
             instances.append((tuple(v[n_in:]), name, tuple(v[:n_in])))
 
-        m.wrap().foreach_point(add)
+        with interrupts_after():  # a Ctrl-C must not unwind through isl from the callback
+            m.wrap().foreach_point(add)
     instances.sort()
     for _, name, point in instances:
         st = stmts[name]

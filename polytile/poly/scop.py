@@ -20,6 +20,7 @@ from typing import Dict, Optional, Sequence, Tuple
 import islpy as isl
 
 from ..errors import SourceLocation
+from ..isl_parts import maps_of
 from . import body as B
 
 
@@ -180,16 +181,10 @@ class Scop:
             lines.append(f"    {s.name} ({s.kind}{', ' + s.origin if s.origin else ''}){': ' + s.text if s.text else ''}")
             lines.append(f"      domain: {s.domain}")
             lines.append(f"      write:  {s.write_map()}")
-            for r in _maps(s.reads()):
+            for r in maps_of(s.reads()):
                 lines.append(f"      read:   {r}")
         lines.append(f"  schedule: {self.schedule.get_map()}")
         return "\n".join(lines)
-
-
-def _maps(um: isl.UnionMap):
-    out = []
-    um.foreach_map(out.append)
-    return out
 
 
 def original_schedule(statements: Sequence[Statement], domain: isl.UnionSet) -> isl.Schedule:

@@ -26,6 +26,7 @@ import islpy as isl
 from ..deps import Dependences
 from ..deadline import with_deadline
 from ..errors import ScheduleError
+from ..isl_parts import maps_of
 from ..poly.scop import Scop
 from .core import Schedule, Step, StmtSchedule, _dim_constant
 
@@ -154,13 +155,12 @@ def _runs(scop: Scop, deps: isl.UnionMap, size: int) -> List[List[str]]:
     index = {n: k for k, n in enumerate(names)}
     # blocked[p]: some dependence crosses a cut before p backwards (source >= p > target).
     back = [0] * (len(names) + 1)
-    def edge(m: isl.Map) -> None:
+    for m in maps_of(deps):
         src = index.get(m.get_tuple_name(isl.dim_type.in_))
         dst = index.get(m.get_tuple_name(isl.dim_type.out))
         if src is not None and dst is not None and dst < src:
             back[dst + 1] += 1  # every cut p with dst < p <= src is blocked
             back[src + 1] -= 1
-    deps.foreach_map(edge)
     runs: List[List[str]] = [[]]
     blocked = 0
     for p, n in enumerate(names):
@@ -192,8 +192,7 @@ def from_flat(scop: Scop, deps: Dependences, flat: isl.UnionMap, base: Step, *,
     others are loops.  Fillers (constant 0) restore the β/α alternation.  A
     loop is named after the iterator it equals, else ``t<k>``.
     """
-    maps: Dict[str, isl.Map] = {}
-    flat.foreach_map(lambda m: maps.__setitem__(m.get_tuple_name(isl.dim_type.in_), m))
+    maps: Dict[str, isl.Map] = {m.get_tuple_name(isl.dim_type.in_): m for m in maps_of(flat)}
     names = [s.name for s in scop.statements]
     missing = [n for n in names if n not in maps and not scop.statement(n).domain.is_empty()]
     if missing:

@@ -20,16 +20,15 @@ from typing import Dict, List, Sequence, Tuple
 
 import islpy as isl
 
+from ..isl_parts import maps_of
 from .core import Schedule
 from .timespace import _project_range
 
 
 def _accesses(s: Schedule, array: str) -> isl.UnionMap:
     acc = s.scop.reads.union(s.scop.may_writes)
-    maps: List[isl.Map] = []
-    acc.foreach_map(maps.append)
     out = isl.UnionMap.empty(s.scop.domain.get_space())
-    for m in maps:
+    for m in maps_of(acc):
         if m.get_tuple_name(isl.dim_type.out) == array:
             out = out.union(isl.UnionMap.from_map(m))
     return out
@@ -73,9 +72,7 @@ def levels(s: Schedule) -> Dict[str, Tuple[int, Tuple[str, ...]]]:
 
 
 def _tuple_names(um: isl.UnionMap) -> List[str]:
-    maps: List[isl.Map] = []
-    um.foreach_map(maps.append)
-    return [m.get_tuple_name(isl.dim_type.in_) for m in maps]
+    return [m.get_tuple_name(isl.dim_type.in_) for m in maps_of(um)]
 
 
 def contractible(s: Schedule, group: Sequence[str], dim: int) -> List[str]:

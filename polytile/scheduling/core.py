@@ -43,6 +43,7 @@ import islpy as isl
 
 from ..deps import Dependences
 from ..errors import IllegalSchedule, ScheduleError
+from ..isl_parts import maps_of, sets_of
 from ..poly.scop import Scop
 from .marks import Pack, Parallel, RegTile, Simd, Unroll
 
@@ -299,14 +300,11 @@ class Schedule:
         # program); most programs are legal and stop here.
         table = self.table
         suspects: List[isl.Map] = []
-
-        def test(m: isl.Map) -> None:
+        for m in maps_of(d):
             a = table.get(m.get_tuple_name(isl.dim_type.in_))
             b = table.get(m.get_tuple_name(isl.dim_type.out))
             if a is None or b is None or not _lex_positive(m.apply_domain(a.map).apply_range(b.map).deltas()):
                 suspects.append(m)
-
-        d.foreach_map(test)
         if not suspects:
             return isl.UnionMap.empty(d.get_space())
         d = isl.UnionMap.empty(d.get_space())
@@ -321,8 +319,7 @@ class Schedule:
         # Fast path: map each dependence to its pair of time stamps and compare with
         # { [t] -> [t'] : t <lex t' } -- far cheaper than ordering all instance pairs.
         times = d.apply_domain(theta).apply_range(theta)
-        spaces: List[isl.Space] = []
-        times.foreach_map(lambda m: spaces.append(m.get_space()))
+        spaces = [m.get_space() for m in maps_of(times)]
         if len({str(sp) for sp in spaces}) == 1:
             # t <lex t' iff t' - t is lexicographically positive: testing the differences (n dims)
             # is about three times cheaper than testing the pairs (2n dims).
@@ -515,9 +512,7 @@ class Schedule:
             if not inter.is_empty():
                 kind, rel = k, inter
                 break
-        maps: List[isl.Map] = []
-        rel.foreach_map(maps.append)
-        m = maps[0]
+        m = maps_of(rel)[0]
         src = m.get_tuple_name(isl.dim_type.in_)
         snk = m.get_tuple_name(isl.dim_type.out)
         a, b = map_sample(m)
@@ -617,9 +612,7 @@ def _all_lex_positive(deltas: isl.UnionSet) -> bool:
     dimension (t = t') fail.  Cheaper than one lexicographic set of n dimensions when n is large
     (long programs have many time dimensions).
     """
-    sets: List[isl.Set] = []
-    deltas.foreach_set(sets.append)
-    return all(_lex_positive(rest) for rest in sets)
+    return all(_lex_positive(rest) for rest in sets_of(deltas))
 
 
 def _lex_positive(rest: isl.Set) -> bool:

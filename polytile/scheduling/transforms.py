@@ -19,6 +19,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 
 from ..errors import ScheduleError
+from ..isl_parts import sets_of
 from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, range_map
 from .marks import RegTile
 
@@ -530,9 +531,7 @@ def pack(s: Schedule, stmt: str, loop: str, array: str, *, dim: int, block: int)
         raise ScheduleError(f"pack: dim must be an axis of {array} (0..{len(arr.shape) - 1}), got {dim!r}")
     if not isinstance(block, int) or block < 1:
         raise ScheduleError(f"pack: block must be a positive integer, got {block!r}")
-    read_arrays = set()
-    for g in group:
-        s.scop.statement(g).reads().range().foreach_set(lambda x: read_arrays.add(x.get_tuple_name()))
+    read_arrays = {x.get_tuple_name() for g in group for x in sets_of(s.scop.statement(g).reads().range())}
     if array not in read_arrays:
         raise ScheduleError(f"pack: nothing inside loop {loop!r} of {st} reads {array!r}")
     marks = {m for m in s.marks if not (m[0] in group and m[2] == PACK and m[3][0] == array
