@@ -14,7 +14,10 @@ Environment variables (an empty value counts as unset):
 ``POLYTILE_CFLAGS``               replaces the default C flags (shell-split)
 ``POLYTILE_NVCC``                 CUDA compiler (else ``nvcc`` on PATH or
                                   ``/usr/local/cuda/bin/nvcc``)
-``POLYTILE_NUM_THREADS``          OpenMP thread count (unset: OpenMP decides)
+``POLYTILE_NUM_THREADS``          OpenMP threads of every kernel call (unset:
+                                  the cores other processes leave idle, see
+                                  :mod:`polytile.runtime.threads`;
+                                  ``OMP_NUM_THREADS`` leaves it to OpenMP)
 ================================  =============================================
 
 A bad value raises :class:`~polytile.errors.ConfigError` naming the variable

@@ -9,6 +9,7 @@ from typing import Any, Optional
 import numpy as np
 
 from polytile.errors import CacheError, InternalError, PolytileError
+from polytile.runtime.threads import threads_for_call
 
 _load_lock = threading.Lock()
 _libraries: dict[str, "Library"] = {}
@@ -39,8 +40,10 @@ class KernelFunction:
                 raise InternalError(f"kernel {self.name!r} argument {i} is not C-contiguous")
             pointers.append(arr.ctypes.data)
         # `arrays` stays referenced by this frame until the call returns, so
-        # no buffer can be freed while C code is using it.
-        rc = self._cfunc(*pointers)
+        # no buffer can be freed while C code is using it.  The call runs with as many OpenMP
+        # threads as there are idle cores (polytile.runtime.threads).
+        with threads_for_call():
+            rc = self._cfunc(*pointers)
         if rc != 0:
             raise PolytileError(f"kernel {self.name!r} failed with error code {rc}")
 

@@ -1,0 +1,185 @@
+"""How many OpenMP threads a kernel call gets: the cores other processes leave free.
+
+A generated kernel splits each parallel loop into one block per thread
+(``schedule(static)``) and its threads spin while they wait at a barrier.
+When another process holds one of the cores, the thread that shares it
+reaches every barrier a scheduler slice late while the others spin: on two
+cores with one busy process, SGEMM lost 3x and 1 ms kernels up to 30x
+(``benchmarks/bench_contention.py``; benchmarks/README.md, "What fixes it").
+Running each call with as many threads as there are idle cores keeps the
+quiet speed and bounds the loss to the one-thread time (1.6-2.1x there).
+
+The idle cores are measured, not guessed from the load average (which
+includes this process and lags by a minute): the machine's busy clock
+ticks (``/proc/stat``) minus this process's own CPU time (``os.times``),
+over the time since the last estimate, re-estimated at most every
+:data:`WINDOW` seconds::
+
+    threads = clamp(round(cpus - others_busy_cores), 1, cpus)
+
+Pinned counts win: ``POLYTILE_NUM_THREADS`` (``config.num_threads``) is set
+for every call; with ``OMP_NUM_THREADS`` in the environment, OpenMP's own
+choice is left alone.  Where ``/proc/stat`` does not describe this
+process's CPUs (no procfs, or a CPU affinity mask smaller than the
+machine), nothing is changed.  The count is set with
+``omp_set_num_threads`` for the call and restored after it, so other
+OpenMP code in the process keeps its own setting.
+
+>>> 1 <= ESTIMATOR.threads() <= ESTIMATOR.cpus
+True
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional, Tuple
+
+from polytile.config import get_config
+
+#: Seconds between two estimates (shorter windows see single scheduler ticks as whole cores).
+WINDOW = 0.1
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _machine_busy_ticks(path: str = "/proc/stat") -> Optional[Tuple[int, int]]:
+    """(busy clock ticks of all CPUs since boot, number of CPUs) from ``/proc/stat``; None if unreadable.
+
+    Busy is everything but idle, iowait and steal (steal is time the hypervisor gave to other guests:
+    not work of ours or of any process here).
+    """
+    try:
+        with open(path, encoding="ascii") as f:
+            first = f.readline().split()
+            cpus = sum(1 for line in f if line.startswith("cpu") and line[3:4].isdigit())
+    except OSError:
+        return None
+    if not first or first[0] != "cpu":
+        return None
+    v = [int(x) for x in first[1:9]] + [0] * max(0, 9 - len(first))
+    return sum(v[:8]) - v[3] - v[4] - v[7], cpus
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class IdleCores:
+    """The thread-count estimate (one per process: :data:`ESTIMATOR`).
+
+    ``clock``, ``machine`` and ``own`` are the sources (monotonic seconds, machine busy ticks and CPU
+    count, this process's CPU seconds); tests pass their own.
+
+    >>> est = IdleCores(clock=iter([0.0, 1.0]).__next__, machine=lambda: (0, 2), own=lambda: 0.0)
+    >>> est.threads(), est.threads()      # nobody busy: both cores
+    (2, 2)
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic,
+                 machine: Callable[[], Optional[Tuple[int, int]]] = _machine_busy_ticks,
+                 own: Callable[[], float] = lambda: sum(os.times()[:2]), cpus: Optional[int] = None,
+                 tick: int = _TICK):
+        self._clock, self._machine, self._own, self._tick = clock, machine, own, tick
+        self.cpus = cpus if cpus is not None else _usable_cpus()
+        self._lock = threading.Lock()
+        self._last: Optional[Tuple[float, int, float]] = None
+        self._threads = self.cpus
+        first = machine()
+        #: Whether the machine's counters describe the CPUs this process may use.
+        self.measurable = first is not None and first[1] == self.cpus
+
+    def threads(self) -> int:
+        """Threads for a call starting now: the CPUs minus the cores others kept busy lately."""
+        if not self.measurable:
+            return self.cpus
+        with self._lock:
+            now = self._clock()
+            if self._last is not None and now - self._last[0] < WINDOW:
+                return self._threads
+            sample = self._machine()
+            if sample is None:
+                return self._threads
+            busy, own = sample[0], self._own()
+            if self._last is not None:
+                t0, busy0, own0 = self._last
+                wall = now - t0
+                others = ((busy - busy0) / self._tick - (own - own0)) / wall
+                self._threads = max(1, min(self.cpus, int(self.cpus - max(0.0, others) + 0.5)))
+            self._last = (now, busy, own)
+            return self._threads
+
+
+ESTIMATOR = IdleCores()
+
+
+def _load_omp() -> Optional[Tuple[Callable[[int], None], Callable[[], int]]]:
+    """``omp_set_num_threads`` and ``omp_get_max_threads`` of the OpenMP runtime kernels link (libgomp)."""
+    for name in ("libgomp.so.1", "libomp.so", "libomp.so.5"):
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            continue
+        set_n, get_n = lib.omp_set_num_threads, lib.omp_get_max_threads
+        set_n.argtypes, set_n.restype = [ctypes.c_int], None
+        get_n.argtypes, get_n.restype = [], ctypes.c_int
+        return set_n, get_n
+    return None
+
+
+_omp: Optional[Tuple[Callable[[int], None], Callable[[], int]]] = None
+_omp_loaded = False
+
+
+def _omp_functions():
+    global _omp, _omp_loaded
+    if not _omp_loaded:
+        _omp = _load_omp()
+        _omp_loaded = True
+    return _omp
+
+
+def call_threads() -> Optional[int]:
+    """The thread count for a kernel call starting now, or None to leave OpenMP's own choice.
+
+    >>> n = call_threads()
+    >>> n is None or n >= 1
+    True
+    """
+    pinned = get_config().num_threads
+    if pinned is not None:
+        return pinned
+    if os.environ.get("OMP_NUM_THREADS", "").strip():
+        return None
+    if not ESTIMATOR.measurable:
+        return None
+    return ESTIMATOR.threads()
+
+
+@contextmanager
+def threads_for_call() -> Iterator[Optional[int]]:
+    """Run the block (one kernel call) with :func:`call_threads` OpenMP threads, restoring the setting after.
+
+    >>> with threads_for_call() as n:
+    ...     pass
+    """
+    n = call_threads()
+    omp = _omp_functions() if n is not None else None
+    if omp is None:
+        yield n
+        return
+    set_n, get_n = omp
+    previous = get_n()
+    if previous == n:
+        yield n
+        return
+    set_n(n)
+    try:
+        yield n
+    finally:
+        set_n(previous)

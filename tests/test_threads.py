@@ -1,0 +1,141 @@
+"""The thread count of each kernel call (polytile.runtime.threads): idle cores, pins, restore."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from polytile import config, runtime
+from polytile.runtime import threads as T
+
+TICK = 100
+
+
+class FakeMachine:
+    """Clock, machine busy ticks and own CPU seconds that a test moves forward by hand."""
+
+    def __init__(self, cpus: int = 4, stat_cpus: int = 4):
+        self.t, self.busy, self.own, self.cpus, self.stat_cpus = 0.0, 0, 0.0, cpus, stat_cpus
+
+    def estimator(self) -> T.IdleCores:
+        return T.IdleCores(clock=lambda: self.t, machine=lambda: (self.busy, self.stat_cpus), own=lambda: self.own,
+                           cpus=self.cpus, tick=TICK)
+
+    def run(self, seconds: float, others_cores: float, own_cores: float = 0.0) -> None:
+        self.t += seconds
+        self.own += own_cores * seconds
+        self.busy += round((others_cores + own_cores) * seconds * TICK)
+
+
+def test_threads_are_the_cores_others_leave_idle():
+    m = FakeMachine(cpus=4)
+    est = m.estimator()
+    assert est.threads() == 4  # no history yet: every core
+    for others, want in [(0.0, 4), (1.0, 3), (2.6, 1), (4.0, 1), (0.3, 4), (1.6, 2)]:
+        m.run(0.5, others)
+        assert est.threads() == want, (others, want)
+
+
+def test_this_process_own_work_does_not_count_against_it():
+    # Our own kernel kept all four cores busy: that is no reason to use fewer threads next time.
+    m = FakeMachine(cpus=4)
+    est = m.estimator()
+    est.threads()
+    m.run(1.0, others_cores=0.0, own_cores=4.0)
+    assert est.threads() == 4
+    m.run(1.0, others_cores=1.0, own_cores=3.0)
+    assert est.threads() == 3
+
+
+def test_estimates_are_reused_within_the_window():
+    m = FakeMachine(cpus=2, stat_cpus=2)
+    est = m.estimator()
+    est.threads()
+    m.run(0.5, others_cores=1.0)
+    assert est.threads() == 1
+    m.run(T.WINDOW / 2, others_cores=0.0)  # too short to measure again: the last estimate stands
+    assert est.threads() == 1
+    m.run(1.0, others_cores=0.0)
+    assert est.threads() == 2
+
+
+def test_counters_of_other_cpus_are_not_used():
+    # /proc/stat describes 8 CPUs but this process may use 2 (an affinity mask): its numbers say
+    # nothing about our two, so the count is left at every usable CPU.
+    m = FakeMachine(cpus=2, stat_cpus=8)
+    est = m.estimator()
+    assert not est.measurable
+    m.run(1.0, others_cores=6.0)
+    assert est.threads() == 2
+
+
+def test_an_unreadable_proc_stat_is_not_measurable(tmp_path):
+    assert T._machine_busy_ticks(str(tmp_path / "missing")) is None
+    est = T.IdleCores(machine=lambda: None, cpus=2)
+    assert not est.measurable and est.threads() == 2
+
+
+def test_proc_stat_is_read(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  10 1 5 100 7 2 3 4 0 0\ncpu0 5 0 2 50 3 1 1 2 0 0\ncpu1 5 1 3 50 4 1 2 2 0 0\n"
+                    "intr 1 2 3\n")
+    # busy = user + nice + system + irq + softirq = 10 + 1 + 5 + 2 + 3 (idle, iowait and steal left out)
+    assert T._machine_busy_ticks(str(stat)) == (21, 2)
+
+
+def test_pins_win(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    with config.override(num_threads=3):
+        assert T.call_threads() == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert T.call_threads() is None  # OpenMP reads it itself
+
+
+KERNEL = """
+#include <omp.h>
+int pt_threads_probe(void *a0) {
+  int *out = (int *)a0;
+  #pragma omp parallel
+  {
+    #pragma omp single
+    out[0] = omp_get_num_threads();
+  }
+  out[1] = omp_get_max_threads();
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def probe():
+    path = runtime.build(KERNEL, name_hint="threads_probe")
+    return runtime.load(path).function("pt_threads_probe", 1)
+
+
+@pytest.mark.parametrize("pinned", [1, 2, 3])
+def test_a_call_runs_with_the_count_and_restores_it_after(probe, pinned, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    omp = T._omp_functions()
+    assert omp is not None, "the kernels' OpenMP runtime (libgomp) was not found"
+    set_n, get_n = omp
+    before = get_n()
+    out = np.zeros(2, np.int32)
+    with config.override(num_threads=pinned):
+        probe(out)
+    assert out[0] == pinned and out[1] == pinned
+    assert get_n() == before  # the process's own setting is back
+
+
+def test_an_unpinned_call_uses_the_estimate(probe, monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    m = FakeMachine(cpus=4, stat_cpus=4)
+    est = m.estimator()
+    monkeypatch.setattr(T, "ESTIMATOR", est)
+    out = np.zeros(2, np.int32)
+    with config.override(num_threads=None):
+        est.threads()
+        m.run(1.0, others_cores=3.0)
+        probe(out)
+        assert out[0] == 1
+        m.run(1.0, others_cores=0.0)
+        probe(out)
+        assert out[0] == 4
