@@ -146,6 +146,7 @@ def _spd(name, shape, dtype, rng):
 SPECS: Dict[str, dict] = {
     "gemm.c": dict(sizes={"ni": 7, "nj": 6, "nk": 5}),
     "2mm.c": dict(sizes=None, assume_no_alias=True),
+    "durbin.c": dict(sizes=None, init=lambda name, shape, dtype, rng: rng.uniform(0.0, 0.1, shape)),
     "syrk.c": dict(sizes={"n": 6, "m": 5}),
     "trmm.c": dict(sizes={"m": 6, "n": 5}),
     "lu.c": dict(sizes={"n": 7}, init=_diag_dominant),

@@ -41,6 +41,7 @@ needs_cc = pytest.mark.skipif(GCC is None, reason="no C compiler")
 OPT_SIZES: Dict[str, Optional[Dict[str, int]]] = {
     "gemm.c": {"ni": 37, "nj": 41, "nk": 35},
     "2mm.c": None,
+    "durbin.c": None,
     "syrk.c": {"n": 40, "m": 35},
     "trmm.c": {"m": 40, "n": 37},
     "lu.c": {"n": 45},
@@ -449,3 +450,18 @@ def test_elementwise_bands_are_not_tiled(optimised):
     # gesummv's in-order dot products keep their tiles: the CPU overlaps the tile-long chains of rows.
     _, [res] = optimised("gesummv.c")
     assert any(n.startswith("tiled S2 loops i, j") for n in res.notes), res.notes
+
+
+def test_parallel_loops_too_small_for_a_region_stay_sequential(tmp_path):
+    """durbin's vector updates (at most N - 1 instances per execution, inside the sequential k loop)
+    cannot pay for a parallel region at N = 400 (the file's macro); at N = 40000 they can; with the
+    size a parameter nothing is known and the loops stay parallel."""
+    text = optimize_c(KERNELS / "durbin.c")
+    assert "#pragma omp parallel" not in text and text.count("#pragma omp simd") == 2
+    big = tmp_path / "durbin_big.c"
+    big.write_text((KERNELS / "durbin.c").read_text().replace("#define N 400", "#define N 40000"))
+    assert optimize_c(big).count("#pragma omp parallel for") == 2
+    param = tmp_path / "durbin_n.c"
+    param.write_text((KERNELS / "durbin.c").read_text().replace("#define N 400\n", "")
+                     .replace("void kernel_durbin(", "void kernel_durbin(int N, "))
+    assert optimize_c(param).count("#pragma omp parallel for") == 2

@@ -69,7 +69,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # The drivers, in the order they build on each other.
     # Source-to-source C optimisation: the C frontend, dependences, schedules and C generation
     # (results kept in the runtime's JSON cache, keyed with the version).
-    ("c_optimiser", ("polytile.c_optimiser",), ("cfrontend", "codegen", "config", "deadline", "deps", "errors",
+    ("c_optimiser", ("polytile.c_optimiser",), ("cfrontend", "codegen", "config", "cost", "deadline", "deps", "errors",
                                                "hardware", "isl_parts", "poly", "runtime", "schedule", "version")),
     # The Tile pipeline: front half, then the target's back half (the Kernel object).
     ("pipeline", ("polytile.pipeline",), ("codegen", "config", "deps", "desugar", "errors", "hardware",

@@ -140,8 +140,9 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
         options = [(scop, iter([(_replay(scop, deps_mod.compute(scop), steps), [])]), [])]
         max_operations = None
     else:
+        # The file's macro values size the work of its loops (the code stays written in the macros).
         options = _scop_options(scop, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
-                                notes=res.notes)
+                                notes=res.notes, sizes=cs.macros)
     last_error: Optional[Exception] = None
     deadline = time.monotonic() + CODEGEN_SECONDS
     for use_scop, cands, extra_notes in options:

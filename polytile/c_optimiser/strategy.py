@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any, List, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 from .. import deps as deps_mod
 from ..poly.scop import Scop
 from ..scheduling import PARALLEL, SIMD, Schedule, automatic, initial
 from .index_sets import split_index_sets
 from .loop_facts import _REFUSED, vectorisable
-from .marks import distribute_innermost, parallelise, vector_order, vectorise
+from .marks import distribute_innermost, drop_small_parallel, parallelise, vector_order, vectorise
 from .tiling import tile_bands
 
 
@@ -64,7 +64,7 @@ def simd_penalty(s: Schedule) -> int:
                and not any(m[0] == name and m[1] == ss.loops()[-1][1] and m[2] == SIMD for m in s.marks))
 
 
-def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int):
+def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int, sizes: Optional[Mapping[str, int]] = None):
     """Candidates from one base schedule, best first: tiled with wavefronts; tiled without; untiled."""
     variants = []
     if tile:
@@ -85,6 +85,7 @@ def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int):
             s, tiled = tile_bands(s, l2_bytes, local, cap=cap)
         if parallel:
             s = parallelise(s, tiled, local, wavefront=wave)
+            s = drop_small_parallel(s, local, sizes=sizes)
             # Order first (a tie in the body order is broken the vectorisable way), then split.
             s = vector_order(s, local)
             s = distribute_innermost(s, local)
@@ -92,7 +93,8 @@ def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int):
         yield s, local
 
 
-def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str]):
+def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str],
+                sizes: Optional[Mapping[str, int]] = None):
     """Schedules to try, best first.
 
     With ``smart`` fusion, isl's fused schedule competes with isl's unfused
@@ -109,11 +111,11 @@ def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes
         bases.append(("none", _base_schedule(scop, deps, "none", alt)))
         bases.append(("original order", initial(scop, deps)))
     if len(bases) == 1:
-        yield from _variants(bases[0][1], tile=tile, parallel=parallel, l2_bytes=l2_bytes)
+        yield from _variants(bases[0][1], tile=tile, parallel=parallel, l2_bytes=l2_bytes, sizes=sizes)
         return
     firsts = []
     for label, base in bases:
-        gen = _variants(base, tile=tile, parallel=parallel, l2_bytes=l2_bytes)
+        gen = _variants(base, tile=tile, parallel=parallel, l2_bytes=l2_bytes, sizes=sizes)
         first = next(gen)
         firsts.append(((stride_penalty(first[0]), serial_penalty(first[0])), len(firsts), label, first, gen))
     firsts.sort(key=lambda x: (x[0], x[1]))
@@ -135,7 +137,8 @@ def in_order(scop: Scop) -> Optional[Scop]:
     return Scop.build(scop.name, stmts, scop.arrays, context=scop.context, schedule=scop.schedule)
 
 
-def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str]):
+def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str],
+                  sizes: Optional[Mapping[str, int]] = None):
     """``[(scop, candidates, notes), ...]`` best first, for :func:`optimize_region` to try in turn.
 
     The versions of the region compete: as written, with its index sets
@@ -161,7 +164,7 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
         for version, vnotes in versions:
             local: List[str] = []
             cands = _candidates(version, deps_mod.compute(version), tile=tile, parallel=parallel, fusion=fusion,
-                                l2_bytes=l2_bytes, notes=local)
+                                l2_bytes=l2_bytes, notes=local, sizes=sizes)
             first = next(cands)
             what = label + ("split" if version is not base else "as written")
             score = stride_penalty(first[0])
