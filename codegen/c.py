@@ -73,8 +73,11 @@ class AstPrinter:
     (:mod:`.microkernel`), :class:`Dim` -> a check that isl emitted the band's loop.
     """
 
-    def __init__(self, scop: Scop, *, outline: bool = True):
+    def __init__(self, scop: Scop, *, outline: bool = True, min_parallel_work: Optional[int] = None):
         self.outline = outline
+        # Innermost parallel loops whose trip count is only known at run time run in parallel only
+        # when their work (trip count x statements) reaches this many instances (see _parallel_if).
+        self.min_parallel_work = min_parallel_work
         self.scope: List[str] = []  # AST iterators of the enclosing loops
         self.outlined: List[cgen.Generable] = []  # parallel loop bodies as functions
         self.stmts: Dict[str, Statement] = scop.statement_map
@@ -284,6 +287,50 @@ class AstPrinter:
         clause = Simd((Reduction("*" if op == "*=" else "+", acc),))
         return {st.name: acc}, kept + (clause,), before, [f"{lhs} {'*=' if op == '*=' else '+='} {acc};"]
 
+    def _parallel_if(self, n: isl.AstNode, it: str) -> str:
+        """`` if(parallel: trip >= k)`` for an innermost parallel loop whose trip count is not a constant.
+
+        A parallel region costs a fork and a join barrier (a few microseconds); an innermost loop of
+        few iterations inside a sequential loop (durbin's ``for (i = 0; i < k; i++)`` inside
+        ``for k``) pays that on every outer iteration for less work than it saves.  Where the C
+        optimiser could not bound the work (the sizes are parameters), the region starts only when
+        ``trip count x statements >= min_parallel_work``, evaluated as the loop is reached; results
+        are the same either way (the loop is parallel, so any order of its iterations is legal).
+        ``if(parallel: ...)`` leaves a ``simd`` on the same loop in force.  Loops with inner loops,
+        a step other than 1, or a constant trip count get no clause (the optimiser decided those).
+        """
+        if _c(n.for_get_inc()) != "1":
+            return ""
+        cond = n.for_get_cond()
+        try:
+            op = cond.op_get_type()
+        except isl.Error:
+            return ""
+        if op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt) or _c(cond.op_get_arg(0)) != it:
+            return ""
+        nested, users = [], []
+
+        def visit(x: isl.AstNode) -> bool:
+            t = x.get_type()
+            if t == isl.ast_node_type.for_ and not x.for_is_degenerate():
+                nested.append(x)
+            elif t == isl.ast_node_type.user:
+                users.append(x)
+            return not nested
+        with interrupts_after():  # (the visitor is a Python callback inside isl)
+            n.for_get_body().foreach_descendant_top_down(visit)
+        if nested or not users:
+            return ""
+        init, upper = _c(n.for_get_init()), _c(cond.op_get_arg(1))
+        atom = re.compile(r"[\w.]+")
+        upper = upper if atom.fullmatch(upper) else f"({upper})"
+        trip = upper if init == "0" else f"{upper} - {init if atom.fullmatch(init) else f'({init})'}"
+        trip += " + 1" if op == isl.ast_expr_op_type.le else ""
+        if re.fullmatch(r"[()\d\s+-]*", trip):
+            return ""  # a constant trip count
+        need = -(-self.min_parallel_work // len(users))
+        return f" if(parallel: {trip} >= {need})"
+
     def _serial_float_reduction(self, n: isl.AstNode, it: str) -> bool:
         """Innermost loop ``n`` holds a float reduction into a cell that does not move with it.
 
@@ -361,6 +408,10 @@ class AstPrinter:
         if not pragmas and not n.for_is_degenerate() and self._serial_float_reduction(n, it):
             pragmas = ["GCC unroll 1"]
         par = any(p.startswith("omp parallel") for p in pragmas)
+        if par and self.min_parallel_work:
+            guard = self._parallel_if(n, it)
+            if guard:
+                pragmas = [p + guard if p.startswith("omp parallel") else p for p in pragmas]
         self.scope.append(it)
         self.parallel_depth += par
         saved = self.accumulate
@@ -622,20 +673,23 @@ def _counters(build: isl.AstBuild, schedule: isl.Schedule, counter: str) -> isl.
     return build.set_iterators(ids)
 
 
-def generate_region(scop: Scop, schedule: isl.Schedule, counter: Optional[str] = None) -> Tuple[str, List[str]]:
+def generate_region(scop: Scop, schedule: isl.Schedule, counter: Optional[str] = None, *,
+                    min_parallel_work: Optional[int] = None) -> Tuple[str, List[str]]:
     """Only the loop nest for ``scop`` (source-to-source output), plus notes.
 
     Statements with ``c_text`` are emitted as their own C code inside a block
     that binds their iterators (``{ const long i = c0; ... A[i][j] = ...; }``),
     so the region drops into the original function where the arrays and
     scalars are already declared.  The AST helper macros are guarded so the
-    region can appear several times in one file.
+    region can appear several times in one file.  With ``min_parallel_work``, innermost parallel
+    loops with a run-time trip count start their parallel region only for that much work
+    (:meth:`AstPrinter._parallel_if`).
     """
     if counter is None:
         counter = fresh_counter_prefix(_names_in(scop))
     build = _counters(isl.AstBuild.from_context(scop.context), schedule, counter)
     ast = build.node_from_schedule(schedule)
-    printer = AstPrinter(scop, outline=False)
+    printer = AstPrinter(scop, outline=False, min_parallel_work=min_parallel_work)
     body = printer.node(ast)
     if printer.vector_types:
         raise InternalError("register tiles are not available in source-to-source output")

@@ -54,6 +54,18 @@ def parallelise(s: Schedule, tiled: Sequence[Tuple[List[str], str, List[str]]], 
 INSTANCE_S = 0.5e-9
 
 
+def min_parallel_work(threads: int = 2) -> int:
+    """Statement instances one execution of a parallel loop needs to pay for its parallel region.
+
+    ``threads`` threads save at most ``(1 - 1/threads)`` of the work; the region costs the cost
+    model's :data:`~polytile.cost.OMP_REGION_S`.  Two threads need the most work.
+
+    >>> min_parallel_work(2)
+    12000
+    """
+    return int(round(OMP_REGION_S / (INSTANCE_S * (1 - 1 / max(2, threads)))))
+
+
 def work_per_entry(s: Schedule, stmt: str, dim: int, sizes: Optional[Mapping[str, int]] = None) -> Optional[int]:
     """An upper bound on the instances of ``stmt`` run by one execution of its loop at time dimension ``dim``,
     or None when the sizes are parameters without values (``sizes``: values of some parameters, such as the
@@ -90,13 +102,14 @@ def drop_small_parallel(s: Schedule, notes: List[str], threads: int = 2,
     it holds) with ``W * INSTANCE_S * (1 - 1/threads) < OMP_REGION_S`` is unmarked: durbin's vector
     updates inside its sequential ``k`` loop (at most 2000 instances, ~1 us of work per entry) ran
     5x slower parallel than gcc's sequential code.  Unknown sizes (parameters without a value in
-    ``sizes``) keep the mark.  ``threads`` is 2, the count that needs the most work to pay.
+    ``sizes``) keep the mark; code generation then guards innermost such loops with a run-time
+    ``if(parallel: ...)`` (``generate_region(..., min_parallel_work=...)``).  ``threads`` is 2, the count that needs the most work to pay.
 
     Before: ``for k: { parallel for i < k: z[i] = ...; }``  After: ``for k: { for i < k: z[i] = ...; }``
     """
     if threads < 2:
         return s
-    need = OMP_REGION_S / (INSTANCE_S * (1 - 1 / threads))
+    need = min_parallel_work(threads)
     seen = set()
     for stmt, loop, kind, _ in sorted(s.marks, key=str):
         if kind != PARALLEL or (stmt, loop) in seen:

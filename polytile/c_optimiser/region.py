@@ -22,6 +22,7 @@ from ..deadline import interrupts_after, with_deadline
 from ..errors import PolytileError, ScheduleError
 from ..frontends.c import CScop
 from ..scheduling import Schedule, Step
+from .marks import min_parallel_work
 from .strategy import _scop_options
 
 
@@ -94,7 +95,7 @@ def _generate_bounded(scop, s: Schedule, max_ops: Optional[int], separate: bool 
             ctx.set_max_operations(max_ops)
             ctx.reset_operations()
         try:
-            return json.dumps(generate_region(scop, tree, prefix))
+            return json.dumps(generate_region(scop, tree, prefix, min_parallel_work=min_parallel_work()))
         finally:
             if max_ops:
                 ctx.set_max_operations(old)
