@@ -288,16 +288,17 @@ class AstPrinter:
         return {st.name: acc}, kept + (clause,), before, [f"{lhs} {'*=' if op == '*=' else '+='} {acc};"]
 
     def _parallel_if(self, n: isl.AstNode, it: str) -> str:
-        """`` if(parallel: trip >= k)`` for an innermost parallel loop whose trip count is not a constant.
+        """``trip >= k``, the test that versions an innermost parallel loop whose trip count is not a constant.
 
         A parallel region costs a fork and a join barrier (a few microseconds); an innermost loop of
         few iterations inside a sequential loop (durbin's ``for (i = 0; i < k; i++)`` inside
         ``for k``) pays that on every outer iteration for less work than it saves.  Where the C
-        optimiser could not bound the work (the sizes are parameters), the region starts only when
-        ``trip count x statements >= min_parallel_work``, evaluated as the loop is reached; results
-        are the same either way (the loop is parallel, so any order of its iterations is legal).
-        ``if(parallel: ...)`` leaves a ``simd`` on the same loop in force.  Loops with inner loops,
-        a step other than 1, or a constant trip count get no clause (the optimiser decided those).
+        optimiser could not bound the work (the sizes are parameters), ``if (trip >= k) { parallel
+        loop } else { the same loop, serial }`` starts the region only when ``trip count x statements
+        >= min_parallel_work``; results are the same either way (the loop is parallel, so any order of
+        its iterations is legal).  (OpenMP's ``if`` clause would still enter libgomp on every
+        execution: about as slow as the region for durbin.)  Loops with inner loops, a step other
+        than 1, or a constant trip count are not versioned (the optimiser decided those).
         """
         if _c(n.for_get_inc()) != "1":
             return ""
@@ -329,7 +330,7 @@ class AstPrinter:
         if re.fullmatch(r"[()\d\s+-]*", trip):
             return ""  # a constant trip count
         need = -(-self.min_parallel_work // len(users))
-        return f" if(parallel: {trip} >= {need})"
+        return f"{trip} >= {need}"
 
     def _serial_float_reduction(self, n: isl.AstNode, it: str) -> bool:
         """Innermost loop ``n`` holds a float reduction into a cell that does not move with it.
@@ -408,10 +409,7 @@ class AstPrinter:
         if not pragmas and not n.for_is_degenerate() and self._serial_float_reduction(n, it):
             pragmas = ["GCC unroll 1"]
         par = any(p.startswith("omp parallel") for p in pragmas)
-        if par and self.min_parallel_work:
-            guard = self._parallel_if(n, it)
-            if guard:
-                pragmas = [p + guard if p.startswith("omp parallel") else p for p in pragmas]
+        guard = self._parallel_if(n, it) if par and self.min_parallel_work else ""
         self.scope.append(it)
         self.parallel_depth += par
         saved = self.accumulate
@@ -431,6 +429,11 @@ class AstPrinter:
                 body = [self._outline(it, body)]
         loop = cgen.For(f"long {it} = {init}", cond, f"{it} += {inc}", cgen.Block(body))
         code = [cgen.Pragma(p) for p in pragmas] + [loop]
+        if guard:
+            # The same loop without its parallel region (a simd stays) when there is too little work.
+            reductions = self._reductions(next(m for m in marks if isinstance(m, Parallel)))
+            serial = ["omp simd" + reductions for p in pragmas if p.startswith("omp parallel for simd")]
+            code = [cgen.If(guard, cgen.Block(code), cgen.Block([cgen.Pragma(p) for p in serial] + [loop]))]
         if before:
             return [cgen.Block([cgen.Line(b) for b in before] + code + [cgen.Line(a) for a in after])]
         return code

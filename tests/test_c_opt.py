@@ -466,7 +466,7 @@ def test_parallel_loops_too_small_for_a_region_stay_sequential(tmp_path):
                      .replace("void kernel_durbin(", "void kernel_durbin(int N, "))
     # Unknown N: each loop starts its parallel region only for enough work, decided as it is reached.
     guarded = optimize_c(param)
-    assert guarded.count("#pragma omp parallel for") == 2 and guarded.count(" if(parallel: c0 >= 12000)") == 2
+    assert guarded.count("#pragma omp parallel for") == 2 and guarded.count("if (c0 >= 12000)") == 2
     out = tmp_path / "durbin_n_opt.c"
     out.write_text(guarded)
     r = subprocess.run([GCC, "-O2", "-fopenmp", "-Werror", "-c", "-o", str(tmp_path / "d.o"), str(out)],
