@@ -22,7 +22,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -33,14 +33,25 @@ EXAMPLES = ROOT / "examples"
 MIN_REPEAT = 5
 
 
-def _repeat(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if n < MIN_REPEAT:
-        raise argparse.ArgumentTypeError(f"at least {MIN_REPEAT} timed repeats (a median of fewer is noise)")
-    return n
+def at_least(kind: Callable[[str], Any], least: Any, what: str) -> Callable[[str], Any]:
+    """An argparse type: ``kind(text)`` (int or float), at least ``least`` (``what`` names the unit or why).
+
+    >>> at_least(int, 1, "thread")("2")
+    2
+    """
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            expected = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"at least {least} {what}")
+        return value
+    return parse
+
+
+_repeat = at_least(int, MIN_REPEAT, "timed repeats (a median of fewer is noise)")
 
 
 def _warmup(text: str) -> int:

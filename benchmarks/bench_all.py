@@ -408,18 +408,24 @@ def _kernel_info(kernel, arrays) -> Dict[str, Any]:
     return {"steps": [s.to_json() for s in spec.schedule.steps], "describe": spec.schedule.describe()}
 
 
+def workload_inputs(w: Workload, key: str, seed: int, tmp: Path):
+    """The workload's float32 inputs, their ``.npy`` files in ``tmp`` (for the numpy workers), and the
+    float64 answer they are checked against."""
+    arrays = random_inputs(w.shapes, ["float32"] * len(w.shapes), "normal", seed)
+    files = []
+    for n, a in enumerate(arrays):
+        files.append(str(tmp / f"{key}-in{n}.npy"))
+        np.save(files[-1], a)
+    return arrays, files, w.truth(*[a.astype(np.float64) for a in arrays])
+
+
 def run_workload(w: Workload, script: Path, workers: List[Worker], args, say, tmp: Path) -> Dict[str, Any]:
     """Everything for one workload: inputs, checks, tuning, the interleaved timing; a JSON-able record."""
     import polytile
     from polytile.tune import parse_budget, tune
 
     key = f"{w.family}-{w.shape}".replace(" ", "")
-    arrays = random_inputs(w.shapes, ["float32"] * len(w.shapes), "normal", args.seed)
-    files = []
-    for n, a in enumerate(arrays):
-        files.append(str(tmp / f"{key}-in{n}.npy"))
-        np.save(files[-1], a)
-    truth = w.truth(*[a.astype(np.float64) for a in arrays])
+    arrays, files, truth = workload_inputs(w, key, args.seed, tmp)
     rec: Dict[str, Any] = {"family": w.family, "shape": w.shape, "program": str(w.tile.relative_to(_common.ROOT)),
                            "dims": w.dims, "input_shapes": [list(s) for s in w.shapes], "flops": w.flops,
                            "baselines": list(w.baselines), "target": w.target, "aim": w.aim,

@@ -78,7 +78,7 @@ import bench_batched
 import bench_conv
 import bench_fused
 import bench_gemm
-from polytile.compare import format_table, random_inputs, spread
+from polytile.compare import format_table, spread
 
 #: The issue's acceptance limits at one busy process.
 MAX_SLOWDOWN = 2.5
@@ -259,12 +259,7 @@ def run_workload(name: str, w: bench_all.Workload, worker: bench_all.Worker, arg
     """Compile, check, then every load level; a JSON-able record with the summary per level."""
     import polytile
 
-    arrays = random_inputs(w.shapes, ["float32"] * len(w.shapes), "normal", args.seed)
-    files = []
-    for n, a in enumerate(arrays):
-        files.append(str(tmp / f"{name}-in{n}.npy"))
-        np.save(files[-1], a)
-    truth = w.truth(*[a.astype(np.float64) for a in arrays])
+    arrays, files, truth = bench_all.workload_inputs(w, name, args.seed, tmp)
     rec: Dict[str, Any] = {"name": name, "family": w.family, "shape": w.shape,
                            "program": str(w.tile.relative_to(_common.ROOT)), "dims": w.dims,
                            "input_shapes": [list(s) for s in w.shapes], "flops": w.flops,
@@ -419,19 +414,6 @@ def _loads(text: str) -> List[int]:
     return sorted(levels)
 
 
-def _at_least(low: int, why: str) -> Callable[[str], int]:
-    """An argparse type: an integer >= ``low`` (``why`` says why in the error)."""
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if n < low:
-            raise argparse.ArgumentTypeError(f"at least {low} {why}")
-        return n
-    return parse
-
-
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0],
                                 epilog="examples:\n" + __doc__.split("\n\n", 2)[1],
@@ -439,12 +421,12 @@ def make_parser() -> argparse.ArgumentParser:
     d = " (default: %(default)s)"
     p.add_argument("--loads", type=_loads, default="0,1,2",
                    help="busy processes beside the kernels, one level each, e.g. 0,1,2; slowdowns are against 0" + d)
-    p.add_argument("--calls", type=_at_least(MIN_CALLS, "timed calls (a median under load of fewer is noise)"),
+    p.add_argument("--calls", type=_common.at_least(int, MIN_CALLS, "timed calls (a median under load of fewer is noise)"),
                    default=MIN_CALLS,
                    help=f"at least this many timed calls per entry, level and trial (>= {MIN_CALLS})" + d)
     p.add_argument("--only", nargs="+", metavar="NAME", choices=tuple(workloads()),
                    help="run these workloads only: " + ", ".join(workloads()))
-    p.add_argument("--trials", type=_at_least(1, "trial"), default=3,
+    p.add_argument("--trials", type=_common.at_least(int, 1, "trial"), default=3,
                    help="measure every load level this many times (fresh busy processes each; "
                         "the checks judge the worst trial)" + d)
     p.add_argument("--rounds", type=_common._repeat, default=_common.MIN_REPEAT,
@@ -457,7 +439,7 @@ def make_parser() -> argparse.ArgumentParser:
                    help="cores busy with others' work above which the machine is not idle (wait; flag 'noisy')" + d)
     p.add_argument("--max-wait", dest="max_wait", type=float, default=120.0,
                    help="wait at most this many seconds for an idle machine before each workload" + d)
-    p.add_argument("--retries", type=_at_least(0, "(0: never measure again)"), default=2,
+    p.add_argument("--retries", type=_common.at_least(int, 0, "(0: never measure again)"), default=2,
                    help="measure a level again (after waiting for idle) at most this often while it is noisy" + d)
     p.add_argument("--seed", type=int, default=0, help="random seed of the inputs" + d)
     p.add_argument("--out", type=Path, default=_common.RESULTS / "contention.json", help="JSON results file" + d)

@@ -638,18 +638,6 @@ def timing_table(timing: Dict[str, Any], names: Sequence[str]) -> Tuple[str, Lis
 # --- Command line ---
 
 
-def _positive(kind: Callable[[str], Any], least: Any, what: str) -> Callable[[str], Any]:
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"at least {least} {what}")
-        return value
-    return parse
-
-
 def default_threads() -> int:
     env = os.environ.get("OMP_NUM_THREADS", "")
     return int(env) if env.isdigit() and int(env) > 0 else (os.cpu_count() or 1)
@@ -662,26 +650,26 @@ def make_parser() -> argparse.ArgumentParser:
                     "dumps against the original's) and timing against gcc -O3, Graphite and Polly.")
     p.add_argument("polybench", type=Path, help="an unmodified PolyBench/C 4.2.1 checkout (never written to)")
     p.add_argument("--kernels", nargs="+", metavar="NAME", help="only these kernels (e.g. gemm atax jacobi-2d)")
-    p.add_argument("--rounds", type=_positive(int, MIN_ROUNDS, "rounds"), default=MIN_ROUNDS,
+    p.add_argument("--rounds", type=_common.at_least(int, MIN_ROUNDS, "rounds"), default=MIN_ROUNDS,
                    help="interleaved timing rounds (>= 3; default 3)")
     p.add_argument("--dataset", choices=DATASETS,
                    help="timing dataset for every kernel (default: LARGE, MEDIUM where gcc -O3 takes over "
                         "--slow-limit)")
-    p.add_argument("--slow-limit", type=_positive(float, 1, "seconds"), default=20.0,
+    p.add_argument("--slow-limit", type=_common.at_least(float, 1, "seconds"), default=20.0,
                    help="kernel seconds of the gcc -O3 probe at LARGE above which a kernel is timed at MEDIUM "
                         "(20; the probe is stopped after 10x this wall time, also meaning MEDIUM)")
     p.add_argument("--skip-timing", action="store_true", help="correctness only")
-    p.add_argument("--jobs", type=_positive(int, 1, "job"), default=1,
+    p.add_argument("--jobs", type=_common.at_least(int, 1, "job"), default=1,
                    help="optimisations, builds and correctness runs at a time (default 1; timed runs are "
                         "always one at a time)")
-    p.add_argument("--threads", type=_positive(int, 1, "thread"), default=default_threads(),
+    p.add_argument("--threads", type=_common.at_least(int, 1, "thread"), default=default_threads(),
                    help="OMP_NUM_THREADS of every run and N of -ftree-parallelize-loops=N "
                         "(default: $OMP_NUM_THREADS, else the core count)")
     p.add_argument("--rtol", type=float, default=1e-6,
                    help="relative tolerance of --reassociate dumps (plus one unit of the last printed digit)")
-    p.add_argument("--timeout", type=_positive(float, 1, "seconds"), default=600.0,
+    p.add_argument("--timeout", type=_common.at_least(float, 1, "seconds"), default=600.0,
                    help="seconds before a build or a run is stopped and reported failed (600)")
-    p.add_argument("--opt-timeout", type=_positive(float, 1, "seconds"), default=600.0,
+    p.add_argument("--opt-timeout", type=_common.at_least(float, 1, "seconds"), default=600.0,
                    help="seconds before polytile opt is stopped and the kernel reported failed (600)")
     p.add_argument("--workdir", type=Path,
                    help="keep optimised files and builds here (default: a temporary directory, removed)")
