@@ -309,18 +309,8 @@ class AstPrinter:
             return ""
         if op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt) or _c(cond.op_get_arg(0)) != it:
             return ""
-        nested, users = [], []
-
-        def visit(x: isl.AstNode) -> bool:
-            t = x.get_type()
-            if t == isl.ast_node_type.for_ and not x.for_is_degenerate():
-                nested.append(x)
-            elif t == isl.ast_node_type.user:
-                users.append(x)
-            return not nested
-        with interrupts_after():  # (the visitor is a Python callback inside isl)
-            n.for_get_body().foreach_descendant_top_down(visit)
-        if nested or not users:
+        users = _innermost_statements(n)
+        if not users:
             return ""
         init, upper = _c(n.for_get_init()), _c(cond.op_get_arg(1))
         atom = re.compile(r"[\w.]+")
@@ -341,19 +331,8 @@ class AstPrinter:
         ``#pragma GCC unroll 1`` keeps the loop; a strict float reduction is a serial chain of
         adds, so peeling it bought little.
         """
-        calls: List[isl.AstExpr] = []
-        nested = []
-
-        def visit(x: isl.AstNode) -> bool:
-            t = x.get_type()
-            if t == isl.ast_node_type.for_ and not x.for_is_degenerate():
-                nested.append(x)
-            elif t == isl.ast_node_type.user:
-                calls.append(x.user_get_expr())
-            return not nested  # an inner loop settles it: stop descending
-        with interrupts_after():  # (the visitor is a Python callback inside isl)
-            n.for_get_body().foreach_descendant_top_down(visit)
-        if nested:
+        calls = _innermost_statements(n)
+        if calls is None:
             return False
         word = re.compile(rf"\b{re.escape(it)}\b")
         for call in calls:
@@ -503,6 +482,25 @@ def _canonical(cond: str, it: str) -> bool:
     """OpenMP wants ``it <op> bound`` with a loop-invariant bound."""
     m = re.match(rf"^{re.escape(it)} (<=|<) (.*)$", cond)
     return bool(m) and not re.search(rf"\b{re.escape(it)}\b", m.group(2))
+
+
+def _innermost_statements(n: isl.AstNode) -> Optional[List[isl.AstExpr]]:
+    """The statement calls (user expressions) in the body of loop ``n``, or None if the body holds
+    another loop (a degenerate one, a single iteration, does not count).  The expressions are taken
+    inside the visitor: the node objects isl passes it are not valid after it returns."""
+    nested: List[bool] = []
+    users: List[isl.AstExpr] = []
+
+    def visit(x: isl.AstNode) -> bool:
+        t = x.get_type()
+        if t == isl.ast_node_type.for_ and not x.for_is_degenerate():
+            nested.append(True)
+        elif t == isl.ast_node_type.user:
+            users.append(x.user_get_expr())
+        return not nested  # an inner loop settles it: stop descending
+    with interrupts_after():  # (the visitor is a Python callback inside isl)
+        n.for_get_body().foreach_descendant_top_down(visit)
+    return None if nested else users
 
 
 def _local_arrays(ast: isl.AstNode) -> Tuple[set, set]:
