@@ -15,10 +15,12 @@ class FakeMachine:
 
     def __init__(self, cpus: int = 4, stat_cpus: int = 4):
         self.t, self.busy, self.own, self.cpus, self.stat_cpus = 0.0, 0, 0.0, cpus, stat_cpus
+        # Threads runnable now, machine-wide and ours (None: a kernel without procs_running).
+        self.running, self.mine = None, 1
 
     def estimator(self) -> T.IdleCores:
-        return T.IdleCores(clock=lambda: self.t, machine=lambda: (self.busy, self.stat_cpus), own=lambda: self.own,
-                           cpus=self.cpus, tick=TICK)
+        return T.IdleCores(clock=lambda: self.t, machine=lambda: (self.busy, self.stat_cpus, self.running),
+                           own=lambda: self.own, own_runnable=lambda: self.mine, cpus=self.cpus, tick=TICK)
 
     def run(self, seconds: float, others_cores: float, own_cores: float = 0.0) -> None:
         self.t += seconds
@@ -58,6 +60,45 @@ def test_estimates_are_reused_within_the_window():
     assert est.threads() == 2
 
 
+def test_a_neighbour_busy_lately_but_asleep_now_does_not_cost_threads():
+    # The benchmark's numpy worker: its OpenBLAS threads kept both cores busy during the last window,
+    # then went to sleep. Nothing of theirs is runnable now, so the call gets both cores.
+    m = FakeMachine(cpus=2, stat_cpus=2)
+    est = m.estimator()
+    est.threads()
+    m.running = 1  # the caller only
+    m.run(0.3, others_cores=1.4)
+    assert est.threads() == 2
+    # A busy process: busy over the window and runnable now.
+    m.running = 2
+    m.run(0.3, others_cores=1.0)
+    assert est.threads() == 1
+
+
+def test_runnable_threads_of_our_own_are_not_a_neighbour():
+    # Our OpenMP workers still spin from the last call (state R): they are ours.
+    m = FakeMachine(cpus=2, stat_cpus=2)
+    est = m.estimator()
+    est.threads()
+    m.running, m.mine = 3, 2
+    m.run(0.3, others_cores=1.0)
+    assert est.threads() == 1  # one neighbour thread runnable and busy lately
+    m.running, m.mine = 2, 2
+    m.run(0.3, others_cores=1.0)
+    assert est.threads() == 2  # only ours are runnable now
+
+
+def test_a_neighbour_runnable_now_but_idle_lately_does_not_cost_threads():
+    # One runnable thread at the instant of the read says little (a process that just woke up);
+    # the window's average must agree.
+    m = FakeMachine(cpus=2, stat_cpus=2)
+    est = m.estimator()
+    est.threads()
+    m.running = 2
+    m.run(0.3, others_cores=0.1)
+    assert est.threads() == 2
+
+
 def test_counters_of_other_cpus_are_not_used():
     # /proc/stat describes 8 CPUs but this process may use 2 (an affinity mask): its numbers say
     # nothing about our two, so the count is left at every usable CPU.
@@ -77,9 +118,20 @@ def test_an_unreadable_proc_stat_is_not_measurable(tmp_path):
 def test_proc_stat_is_read(tmp_path):
     stat = tmp_path / "stat"
     stat.write_text("cpu  10 1 5 100 7 2 3 4 0 0\ncpu0 5 0 2 50 3 1 1 2 0 0\ncpu1 5 1 3 50 4 1 2 2 0 0\n"
-                    "intr 1 2 3\n")
+                    "intr 1 2 3\nprocs_running 3\nprocs_blocked 0\n")
     # busy = user + nice + system + irq + softirq = 10 + 1 + 5 + 2 + 3 (idle, iowait and steal left out)
-    assert T._machine_busy_ticks(str(stat)) == (21, 2)
+    assert T._machine_busy_ticks(str(stat)) == (21, 2, 3)
+    stat.write_text("cpu  10 1 5 100 7 2 3 4 0 0\ncpu0 5 0 2 50 3 1 1 2 0 0\n")
+    assert T._machine_busy_ticks(str(stat)) == (21, 1, None)
+
+
+def test_own_runnable_threads_are_read_from_procfs(tmp_path):
+    for tid, stat in [(11, "11 (python3) R 1 2"), (12, "12 (a) b) c) S 1 2"), (13, "13 (x) R 0")]:
+        (tmp_path / str(tid)).mkdir()
+        (tmp_path / str(tid) / "stat").write_text(stat)
+    assert T._own_runnable(str(tmp_path)) == 2
+    assert T._own_runnable(str(tmp_path / "missing")) == 1
+    assert T._own_runnable() >= 1  # this very thread is running
 
 
 def test_pins_win(monkeypatch):
