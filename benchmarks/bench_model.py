@@ -220,7 +220,7 @@ def timed_in_rounds(path, dims: str, rows, args) -> List[Dict[str, Any]]:
     again, up to ``args.repeat`` extra rounds.  Per round: the wait, the stall
     share, and whether it was kept.
     """
-    from polytile import pipeline
+    from polytile import kernel as kernel_mod, pipeline
     from polytile.compare import random_inputs, time_calls
 
     prog = pipeline.load_program(path)
@@ -232,7 +232,7 @@ def timed_in_rounds(path, dims: str, rows, args) -> List[Dict[str, Any]]:
         r.times, r.speedup = [], None  # compare's single call only checked the output
         if r.check != "ok":
             continue
-        spec = pipeline.compile(prog, schedule=it["schedule"]).specialize_shapes(shapes, dtypes)
+        spec = kernel_mod.compile(prog, schedule=it["schedule"]).specialize_shapes(shapes, dtypes)
         calls.append((r, lambda spec=spec: pipeline.run_specialization(spec, arrays)))
     say = _common.progress(args.quiet)
     say(f"timing {len(calls)} kernels: {args.warmup} warm-up and {args.repeat} timed rounds")

@@ -78,6 +78,8 @@ class AstPrinter:
         # Innermost parallel loops whose trip count is only known at run time run in parallel only
         # when their work (trip count x statements) reaches this many instances (see _parallel_if).
         self.min_parallel_work = min_parallel_work
+        # Pack buffers shared by the threads with fewer elements are filled serially (generate()).
+        self.min_parallel_copy = 0
         self.scope: List[str] = []  # AST iterators of the enclosing loops
         self.outlined: List[cgen.Generable] = []  # parallel loop bodies as functions
         self.stmts: Dict[str, Statement] = scop.statement_map
@@ -176,7 +178,7 @@ class AstPrinter:
         where = f"pt_pkbuf{k}" + (f" + (long)pt_thread_num() * {buf.elements}" if per_thread else "")
         head: List[cgen.Generable] = [cgen.Line(f"{t} *restrict {buf.name} = {where};")]
         head += pack.copy_code(buf, fp, lambda idx: self.body.access(arr.name, tuple(B.Iter(x) for x in idx)),
-                               parallel=not per_thread)
+                               parallel=not per_thread and buf.elements >= self.min_parallel_copy)
         saved_packed, saved_scope = dict(self.packed), list(self.pack_scope)
         self.packed[arr.name] = buf
         self.pack_scope.append((f"{t} *restrict {buf.name}", buf.name))
@@ -545,8 +547,11 @@ def _param_decl(a: Array, k: int) -> str:
 
 
 def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Optional[str] = None,
-             header: str = "") -> KernelSource:
+             header: str = "", min_parallel_copy: int = 0) -> KernelSource:
     """C source for ``scop`` executed in the order of the schedule tree ``schedule`` (default: original).
+
+    A packed buffer shared by the threads is filled by a parallel loop when it holds at least
+    ``min_parallel_copy`` elements (fewer cannot pay for a parallel region), else serially.
 
     >>> # src = generate(scop, sched); src.text starts with the prelude and holds
     >>> # int <entry>(void *a0, ...) { ... #pragma omp parallel for ... return 0; }
@@ -561,6 +566,7 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
         ast = build.node_from_schedule(sched)
     del hook_handle  # the callback is only called while the AST is built
     printer = AstPrinter(scop)
+    printer.min_parallel_copy = min_parallel_copy
     printer.footprints = footprints
     printer.notes.extend(errors)
     contracted, repeated = _local_arrays(ast)

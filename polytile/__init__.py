@@ -29,8 +29,9 @@ def reference(program, *arrays, **named):
 def schedule(program, *args, **kwargs):
     """A schedule of ``program`` at the given shapes to transform and pass back as ``compile(..., schedule=)``:
     the untiled default (program order, outermost parallel loops) -- or, with ``hardware="host"`` (or
-    another descriptor), exactly the autotiled schedule :func:`compile` uses by default.  Every option:
-    :func:`polytile.pipeline.schedule`.
+    another descriptor), the autotiled schedule :func:`compile` uses by default, every parallel loop kept
+    (``min_parallel_work=None``: also compile's rule that leaves loops too small for a parallel region
+    serial).  Every option: :func:`polytile.pipeline.schedule`.
 
     >>> import polytile
     >>> s = polytile.schedule("function (A[N]) -> (B) { B = A * 2; }", dims="N=8")
@@ -45,9 +46,13 @@ def schedule(program, *args, **kwargs):
 def __getattr__(name):
     # The pipeline pulls in islpy, cgen and the frontends; import it on first use
     # so that `import polytile` (and `polytile --help`) stay fast.
-    if name in ("compile", "Kernel", "load_program", "shapes_from_dims", "parse_dims"):
-        from . import pipeline
-        return getattr(pipeline, name)
+    if name in ("compile", "Kernel"):
+        # Not the pipeline: a kernel found in the specialization cache runs without it (or islpy).
+        from . import kernel
+        return getattr(kernel, name)
+    if name in ("load_program", "shapes_from_dims", "parse_dims"):
+        from . import program
+        return getattr(program, name)
     if name == "optimize_c":
         from .c_optimiser import optimize_c
         return optimize_c

@@ -671,6 +671,7 @@ def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, 
     [-4, 4], exact in every dtype; ``"normal"``) unless ``arrays`` gives them.
     ``progress`` receives a line before each candidate's slow parts.
     """
+    from . import kernel as kernel_mod
     from . import pipeline
     from . import interpreter as reference_mod
     from .scheduling import contracted_bytes, traffic_saved
@@ -717,7 +718,7 @@ def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, 
             else:
                 steps = recipe(cand.spec)
             row.steps = [s.to_json() for s in steps]
-            kernel = pipeline.compile(prog, schedule=steps)
+            kernel = kernel_mod.compile(prog, schedule=steps)
             # Replay (every step checked) happens before the C compiler runs, so an
             # illegal schedule never costs a compile.
             spec = kernel.specialize_shapes(in_shapes, dts, build=False)

@@ -18,6 +18,10 @@ Environment variables (an empty value counts as unset):
                                   the cores other processes leave idle, see
                                   :mod:`polytile.runtime.threads`;
                                   ``OMP_NUM_THREADS`` leaves it to OpenMP)
+``POLYTILE_CACHE_MAX_BYTES``      size bound of the compiled kernels in the
+                                  cache: bytes, or with a K/M/G suffix
+                                  (default 2G; 0: unbounded).  Past it, the
+                                  least recently used are removed after a build
 ================================  =============================================
 
 A bad value raises :class:`~polytile.errors.ConfigError` naming the variable
@@ -43,6 +47,8 @@ from polytile.errors import ConfigError
 DEFAULT_CFLAGS: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared")
 CUDA_FALLBACK_PATH = "/usr/local/cuda/bin/nvcc"
 MAX_DEBUG_LEVEL = 3
+#: Default bound of the compiled kernels in the cache (a few thousand kernels; they are 20-200 KB each).
+DEFAULT_CACHE_MAX_BYTES = 2 << 30
 
 
 def _default_cache_dir() -> Path:
@@ -72,6 +78,7 @@ class Config:
     cflags: tuple[str, ...] = DEFAULT_CFLAGS
     nvcc: Optional[str] = None
     num_threads: Optional[int] = None
+    cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES
 
     def __post_init__(self) -> None:
         # Accept str paths and lists from callers of replace()/override() so
@@ -83,6 +90,8 @@ class Config:
             raise ConfigError(f"debug level must be an integer 0..{MAX_DEBUG_LEVEL}, got {self.debug!r}")
         if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
             raise ConfigError(f"num_threads must be a positive integer, got {self.num_threads!r}")
+        if not isinstance(self.cache_max_bytes, int) or self.cache_max_bytes < 0:
+            raise ConfigError(f"cache_max_bytes must be an integer >= 0, got {self.cache_max_bytes!r}")
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None) -> "Config":
@@ -114,6 +123,8 @@ class Config:
             nvcc = CUDA_FALLBACK_PATH
         threads_text = get("POLYTILE_NUM_THREADS")
         num_threads = _parse_int("POLYTILE_NUM_THREADS", threads_text, 1, None) if threads_text is not None else None
+        max_text = get("POLYTILE_CACHE_MAX_BYTES")
+        cache_max = _parse_bytes("POLYTILE_CACHE_MAX_BYTES", max_text) if max_text is not None else None
         return cls(
             cache_dir=Path(cache_dir).expanduser() if cache_dir else _default_cache_dir(),
             debug=debug,
@@ -121,6 +132,7 @@ class Config:
             cflags=cflags,
             nvcc=nvcc,
             num_threads=num_threads,
+            cache_max_bytes=DEFAULT_CACHE_MAX_BYTES if cache_max is None else cache_max,
         )
 
 
@@ -133,6 +145,20 @@ def _parse_int(name: str, text: str, low: int, high: Optional[int]) -> int:
     if value < low or (high is not None and value > high):
         raise ConfigError(f"{name} must be {expected}, got {text!r}")
     return value
+
+
+def _parse_bytes(name: str, text: str) -> int:
+    """``"1500"``, ``"64K"``, ``"512M"``, ``"2G"`` (powers of 1024) -> bytes.
+
+    >>> _parse_bytes("X", "2G"), _parse_bytes("X", " 64k ")
+    (2147483648, 65536)
+    """
+    t = text.strip().upper()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    digits = t[:-1] if scale > 1 else t
+    if not digits.isdigit():
+        raise ConfigError(f"{name} must be a number of bytes, optionally with a K, M or G suffix, got {text!r}")
+    return int(digits) * scale
 
 
 _lock = threading.Lock()

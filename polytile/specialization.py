@@ -1,14 +1,21 @@
 """One specialisation of a kernel (program, shapes, dtypes, options -> Scop, schedule, C, library) and
 calling it on numpy arrays.  Targets build these; the pipeline and the API run them.
 
+A :class:`CallPlan` is the part of a specialisation a call needs (entry point, arguments in C order,
+which program input or output each one is), small enough to store beside the library in the
+specialization cache; a :class:`Launcher` is a plan bound to its loaded function, with every check
+and allocation worked out once, so that a call is a few microseconds of Python.
+
     >>> # spec = polytile.compile(src).specialize(A, B); run_specialization(spec, [A, B]) -> C
 """
 from __future__ import annotations
 
+import ctypes
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -84,3 +91,172 @@ def run_scop(spec: Specialization, arrays: Mapping[str, np.ndarray]) -> Dict[str
             bufs[p.name] = np.zeros(p.shape, dtype=p.dtype)
     spec.function(*[bufs[p.name] for p in spec.source.params])
     return bufs
+
+
+def _data_field_reader():
+    """A fast reader of an ndarray's data address, or None to use ``a.ctypes.data`` (0.8 us per array).
+
+    numpy's array object starts with the object header and then ``char *data`` (``PyArrayObject_fields``
+    in numpy's C API; ``PyArray_DATA`` reads it), so on CPython the address is the pointer-sized word at
+    ``id(a) + object.__basicsize__``: 0.1 us.  Used only if it agrees with ``ctypes.data`` on probes
+    (an array, a view at an offset, a 0-d array).
+    """
+    if sys.implementation.name != "cpython":
+        return None  # id() is not an address elsewhere
+    offset, word = object.__basicsize__, ctypes.c_void_p.from_address
+    base = np.arange(8.0)
+    for probe in (base, base[3:], np.array(1.0, np.float32), np.empty((2, 3), np.int8)):
+        if word(id(probe) + offset).value != probe.ctypes.data:
+            return None
+    return lambda a: word(id(a) + offset).value
+
+
+_DATA_ADDRESS = _data_field_reader() or (lambda a: a.ctypes.data)
+
+#: Outputs and temporaries are checked against the memory available before a call allocates them (an
+#: overcommitted array is killed later, not refused): on the first call, and on every call above this size.
+_CHECK_MEMORY_ABOVE = 1 << 26
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """How to call one specialisation: what :class:`Launcher` needs, in JSON-able form.
+
+    ``params`` are the C arguments in order, ``(kind, source name, dtype, shape)`` with kind ``input``,
+    ``output`` or ``temp``; ``inputs``/``outputs`` are the program's names in call/return order;
+    ``constants`` the size inputs also read as 0-d tensors; ``parallel`` whether the code has an
+    OpenMP region (a call without one needs no thread count).
+
+    >>> plan = CallPlan("k", (("input", "A", "float32", (2,)), ("output", "B", "float32", (2,))), ("A",), ("B",))
+    >>> CallPlan.from_json(plan.to_json()) == plan
+    True
+    """
+
+    entry: str
+    params: Tuple[Tuple[str, str, str, Tuple[int, ...]], ...]
+    inputs: Tuple[str, ...]
+    outputs: Tuple[str, ...]
+    constants: Tuple[Tuple[str, int], ...] = ()
+    parallel: bool = True
+
+    @classmethod
+    def of(cls, spec: Specialization) -> "CallPlan":
+        """The plan of a built specialisation of a Tile program."""
+        sizes = spec.bound.sizes
+        params = tuple((p.kind, p.source_name, p.dtype, tuple(int(n) for n in p.shape)) for p in spec.source.params)
+        constants = tuple((p.source_name, math.trunc(sizes[p.source_name])) for p in spec.source.params
+                          if p.kind == "input" and p.source_name in sizes)
+        return cls(spec.source.entry, params, tuple(spec.bound.program.input_names),
+                   tuple(spec.bound.program.outputs), constants, "#pragma omp parallel" in spec.source.text)
+
+    def to_json(self) -> dict:
+        return {"entry": self.entry, "params": [[k, n, d, list(s)] for k, n, d, s in self.params],
+                "inputs": list(self.inputs), "outputs": list(self.outputs),
+                "constants": [list(c) for c in self.constants], "parallel": self.parallel}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "CallPlan":
+        """The plan back from :meth:`to_json` (raises KeyError/TypeError/ValueError on a malformed one)."""
+        params = tuple((str(k), str(n), str(np.dtype(dt).name), tuple(int(x) for x in s)) for k, n, dt, s in d["params"])
+        if any(k not in ("input", "output", "temp") for k, _, _, _ in params):
+            raise ValueError("unknown parameter kind")
+        return cls(str(d["entry"]), params, tuple(map(str, d["inputs"])), tuple(map(str, d["outputs"])),
+                   tuple((str(n), int(v)) for n, v in d["constants"]), bool(d["parallel"]))
+
+
+class Launcher:
+    """A :class:`CallPlan` bound to its loaded function (a ``runtime.KernelFunction``): call it on the inputs.
+
+    Per call it checks each input's dtype and shape against the plan, allocates the outputs (or checks
+    the ``out=`` arrays) and the temporaries, and calls the entry point with their addresses.
+
+    >>> # Launcher(CallPlan.of(spec), spec.function)([A, B]) -> C
+    """
+
+    def __init__(self, plan: CallPlan, function: Any):
+        self.plan = plan
+        self.function = function
+        position = {name: i for i, name in enumerate(plan.inputs)}
+        constants = dict(plan.constants)
+        self._inputs: List[Tuple[int, int, np.dtype, Tuple[int, ...], str]] = []
+        self._fixed: List[Tuple[int, np.ndarray]] = []  # size constants read as 0-d tensors
+        self._allocate: List[Tuple[int, Tuple[int, ...], np.dtype, str]] = []
+        slot_of_output: Dict[str, int] = {}
+        need = 0
+        for slot, (kind, name, dtype, shape) in enumerate(plan.params):
+            dt = np.dtype(dtype)
+            if kind == "input" and name in constants:
+                # A constant also read as a 0-d tensor: int32, as PlaidML types every Integer/Real.
+                self._fixed.append((slot, np.array(constants[name], dtype=dt)))
+            elif kind == "input":
+                self._inputs.append((slot, position[name], dt, shape, name))
+            else:
+                self._allocate.append((slot, shape, dt, name))
+                need += math.prod(shape) * dt.itemsize
+                if kind == "output":
+                    slot_of_output[name] = slot
+        self._outputs = tuple(slot_of_output[o] for o in plan.outputs)
+        self._need = need
+        self._check_memory = True
+        self._nargs = len(plan.params)
+        self._single = len(self._outputs) == 1
+
+    def __call__(self, arrays: Sequence[np.ndarray], out: Any = None):
+        """The outputs of the kernel on ``arrays`` (the program's inputs, in order); with ``out``, written there."""
+        address = _DATA_ADDRESS
+        bufs: List[Any] = [None] * self._nargs
+        pointers = [0] * self._nargs
+        for slot, at, dt, shape, name in self._inputs:
+            a = arrays[at]
+            if a.dtype != dt or a.shape != shape:
+                raise ShapeError(f"input {name}: expected {dt.name}{list(shape)}, got {a.dtype}{list(a.shape)}")
+            if not a.flags.c_contiguous:
+                a = np.ascontiguousarray(a)
+            bufs[slot] = a
+            pointers[slot] = address(a)
+        for slot, a in self._fixed:
+            pointers[slot] = address(a)
+        given = self._given_outputs(out, arrays) if out is not None else None
+        if self._check_memory and given is None:
+            why = too_large(self._need)
+            if why:
+                raise ShapeError(f"the outputs and temporaries need {self._need:,} bytes: too large to allocate ({why})")
+            self._check_memory = self._need > _CHECK_MEMORY_ABOVE
+        for slot, shape, dt, name in self._allocate:
+            a = given.get(slot) if given is not None else None
+            if a is None:
+                try:
+                    a = np.empty(shape, dtype=dt)
+                except (MemoryError, ValueError):
+                    size = math.prod(shape) * dt.itemsize
+                    raise ShapeError(f"{name}: {dt.name}{list(shape)} needs {size:,} bytes: too large to "
+                                     f"allocate") from None
+            bufs[slot] = a
+            pointers[slot] = address(a)
+        # `bufs` keeps every array alive until the call returns.
+        self.function.call_addresses(pointers, parallel=self.plan.parallel)
+        if self._single:
+            return bufs[self._outputs[0]]
+        return tuple(bufs[s] for s in self._outputs)
+
+    def _given_outputs(self, out: Any, arrays: Sequence[np.ndarray]) -> Dict[int, np.ndarray]:
+        """``out`` (an array, or a tuple with one per output) checked against the plan: slot -> array."""
+        outs = out if isinstance(out, tuple) else (out,)
+        if len(outs) != len(self._outputs):
+            raise ShapeError(f"out: expected {len(self._outputs)} array(s), one per output "
+                             f"({', '.join(self.plan.outputs)}), got {len(outs)}")
+        given: Dict[int, np.ndarray] = {}
+        for slot, a in zip(self._outputs, outs):
+            _, name, dtype, shape = self.plan.params[slot]
+            if not isinstance(a, np.ndarray):
+                raise ShapeError(f"out for {name}: expected a numpy array, got {type(a).__name__}")
+            if a.dtype != np.dtype(dtype) or a.shape != shape:
+                raise ShapeError(f"out for {name}: expected {dtype}{list(shape)}, got {a.dtype}{list(a.shape)}")
+            if not a.flags.c_contiguous or not a.flags.writeable:
+                raise ShapeError(f"out for {name}: must be a writeable C-contiguous array")
+            if any(np.may_share_memory(a, x) for x in arrays if isinstance(x, np.ndarray)) or \
+                    any(np.may_share_memory(a, g) for g in given.values()):
+                raise ShapeError(f"out for {name}: overlaps an input or another output; the kernel would "
+                                 f"read what it has overwritten")
+            given[slot] = a
+        return given

@@ -177,7 +177,10 @@ def test_source_returns_c_without_compiling(private_cache):
     assert counts() == before  # generating C does not build it
     assert "int pt_matmul(void *restrict a0, void *restrict a1, void *restrict a2)" in src \
         or "int pt_kernel(" in src
-    assert "#pragma omp parallel for" in src and "return 0;" in src and "float" in src
+    assert "return 0;" in src and "float" in src
+    # 60 multiply-adds cannot pay for a parallel region (cost.parallel_work); 64^3 can.
+    assert "#pragma omp parallel" not in src
+    assert "#pragma omp parallel for" in k.source(shapes=[(64, 64), (64, 64)], dtypes=["float32", "float32"])
     src64 = k.source(shapes=[(4, 3), (3, 5)], dtypes=["float64", "float64"])
     assert "double" in src64 and src64 != src
     # The source embeds the program so a kernel can be traced back to it.
@@ -202,8 +205,13 @@ def test_second_compile_hits_the_disk_cache(rng, private_cache):
     c0, h0 = counts()
     np.testing.assert_array_equal(polytile.compile(prog)(X, Y), X * Y)
     assert counts() == (c0 + 1, h0)
+    s0 = runtime.stats.spec_hits
     k2 = polytile.compile(prog)  # a new Kernel: nothing in memory
     np.testing.assert_array_equal(k2(X, Y), X * Y)
+    # Found as a specialisation: no pipeline, no build() call at all.
+    assert counts() == (c0 + 1, h0) and runtime.stats.spec_hits == s0 + 1
+    # The source and Scop of that signature: the pipeline runs and build() finds the library.
+    k2.specialize(X, Y)
     assert counts() == (c0 + 1, h0 + 1)
     # A different cache directory has to compile again.
     with override(cache_dir=private_cache.parent / "other"):
@@ -462,10 +470,22 @@ def test_dir_lists_the_api_and_reprs_are_one_line():
 def test_compile_docstring_documents_every_option():
     import dataclasses
 
-    from polytile import pipeline
+    from polytile import options
 
     doc = polytile.compile.__doc__
-    for field in dataclasses.fields(pipeline.Options):
+    for field in dataclasses.fields(options.Options):
         assert f"``{field.name}``" in doc, field.name
-    for name in pipeline.TARGETS:
+    for name in options.TARGETS:
         assert f'``"{name}"``' in doc, name
+
+
+def test_min_parallel_work_decides_which_loops_keep_their_parallel_region():
+    shapes, dtypes = [(4, 3), (3, 5)], ["float32", "float32"]
+    assert "#pragma omp parallel" not in polytile.compile(MATMUL).source(shapes=shapes, dtypes=dtypes)
+    assert "#pragma omp parallel" in polytile.compile(MATMUL, min_parallel_work=0).source(shapes=shapes, dtypes=dtypes)
+    big = [(64, 64), (64, 64)]
+    assert "#pragma omp parallel" not in polytile.compile(MATMUL, min_parallel_work=10**9).source(shapes=big,
+                                                                                                    dtypes=dtypes)
+    for bad in (-1, 1.5, True, "10"):
+        with pytest.raises(polytile.PolytileError, match="min_parallel_work"):
+            polytile.compile(MATMUL, min_parallel_work=bad)

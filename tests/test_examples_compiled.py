@@ -92,7 +92,9 @@ def float_inexact(program: ir.Program) -> bool:
 
 @lru_cache(maxsize=None)
 def kernel(path) -> "polytile.Kernel":
-    return polytile.compile(path)
+    # Every parallel loop kept, however small the example's sizes (min_parallel_work=0): these tests
+    # check where the parallel loops go and that they do not race, and run them against the oracle.
+    return polytile.compile(path, min_parallel_work=0)
 
 
 def _params():

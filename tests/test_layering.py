@@ -66,6 +66,8 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # Back ends as plugins: schedule, generate and build a lowered program (OpenMP C, CUDA).
     ("targets", ("polytile.targets",), ("errors", "config", "hardware", "ir", "sema", "program", "poly", "deps",
                                         "schedule", "cost", "codegen", "runtime", "specialization")),
+    # Compilation options, checked (the scheduling package only to read given steps or a fusion choice).
+    ("options", ("polytile.options",), ("errors", "hardware", "schedule", "targets")),
     # The drivers, in the order they build on each other.
     # Source-to-source C optimisation: the C frontend, dependences, schedules and C generation
     # (results kept in the runtime's JSON cache, keyed with the version).
@@ -74,18 +76,22 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # The Tile pipeline: front half, then the target's back half (the Kernel object).
     ("pipeline", ("polytile.pipeline",), ("codegen", "config", "deps", "desugar", "errors", "hardware",
                                           "interpreter", "ir", "poly", "program", "runtime", "schedule", "sema",
-                                          "specialization", "targets")),
+                                          "specialization", "targets", "options")),
+    # The Kernel object: a signature's launcher from memory, the specialization cache, or the pipeline
+    # (imported only on a miss, so a cached kernel runs without islpy).
+    ("kernel", ("polytile.kernel",), ("config", "desugar", "errors", "interpreter", "ir", "options", "pipeline",
+                                      "program", "runtime", "specialization", "targets", "version")),
     # Measuring schedules side by side (Tile through the pipeline; C through c_runner, below).
-    ("compare", ("polytile.compare",), ("config", "errors", "hardware", "interpreter", "pipeline", "runtime",
+    ("compare", ("polytile.compare",), ("config", "errors", "hardware", "interpreter", "kernel", "pipeline", "runtime",
                                         "schedule", "version")),
     # Building C files and calling them on opt variants.
     ("c_runner", ("polytile.c_runner",), ("cfrontend", "errors", "compare", "c_optimiser", "runtime")),
     # What a command runs on: sizes, types and schedule files from the command line (read by
     # scheduling.saved's reader); argparse types.
     ("command_inputs", ("polytile.cli.inputs", "polytile.cli.argtypes"),
-     ("errors", "memory", "schedule", "compare", "pipeline")),
+     ("errors", "memory", "schedule", "compare", "kernel", "pipeline")),
     ("tune", ("polytile.tune",), ("config", "cost", "errors", "hardware", "interpreter", "command_inputs",
-                                  "compare", "pipeline", "runtime", "schedule", "version")),
+                                  "compare", "kernel", "pipeline", "runtime", "schedule", "version")),
     # The commands.
     ("cli", ("polytile.cli",), ("examples", "cfrontend", "config", "deps", "errors", "hardware", "interpreter",
                                 "isl_parts", "memory",

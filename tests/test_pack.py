@@ -183,7 +183,7 @@ def test_autotile_candidates_with_packing_match_the_oracle(m, n, k, pick, data, 
     do not divide the tiles (primes, sizes below a tile): exact against the oracle."""
     dims = f"M={m},N={n},K={k}"
     s = polytile.schedule(path_of("matmul"), dims=dims)
-    hw = pipeline.load_hardware("host")
+    hw = polytile.options.load_hardware("host")
     cands = autotile.candidates(s, "S0", hw, full_blocks=False)
     cfg = cands[pick % len(cands)]
     # Smaller panels than the host's budget, so packing also happens on these small shapes.

@@ -606,7 +606,7 @@ def test_replay_on_other_shapes(dims, rng):
 
 @pytest.mark.parametrize("dims", ["M=1,N=17,K=3", "M=5,N=4,K=1"])
 def test_replay_when_a_dimension_has_size_one(dims, rng):
-    # "one schedule serves all shapes" (pipeline.Options): a kernel compiled
+    # "one schedule serves all shapes" (polytile.options.Options): a kernel compiled
     # with a schedule that tiles i and splits k must still run when M or K
     # is 1 (a batch of one row, a rank-1 update).
     k = polytile.compile(path_of("matmul"), schedule=chained().dumps())

@@ -192,7 +192,7 @@ def test_mismatch_is_never_chosen(monkeypatch):
     assert all(t.ok is False and t.error.startswith("mismatch") for t in r.trials)
     assert r.best_trial is None and r.best_configs == ()
     # Nothing beat the baseline, so the answer is what `polytile compile` runs by default for this hardware.
-    compiled = pipeline.compile(MATMUL).specialize_shapes([(32, 32), (32, 32)], ["float32", "float32"], build=False)
+    compiled = polytile.compile(MATMUL).specialize_shapes([(32, 32), (32, 32)], ["float32", "float32"], build=False)
     assert r.best.steps == compiled.schedule.steps
     assert r.best.steps != pipeline.schedule(MATMUL, dims="M=32,N=32,K=32", steps=T.DEFAULT_STEPS).steps
     assert r.best_time_s == r.baseline_time_s and r.speedup == 1.0
@@ -271,7 +271,7 @@ def test_first_trial_is_the_compile_default():
     """The search starts from what `polytile compile` would run (same model order and tie-break)."""
     dims = "M=96,N=96,K=96"
     r = T.tune(MATMUL, dims, cache=False, **dict(QUICK, max_trials=1, top_k=1))
-    _, chosen = autotile.autotile(polytile.schedule(MATMUL, dims=dims), pipeline.load_hardware("host"))
+    _, chosen = autotile.autotile(polytile.schedule(MATMUL, dims=dims), polytile.options.load_hardware("host"))
     assert r.trials[0].source == "model-top-k"
     assert list(r.trials[0].configs) == chosen
 

@@ -10,17 +10,15 @@ unit-stride loops that carry no dependence ``simd``.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import islpy as isl
 
-from ..cost import OMP_REGION_S
 from ..errors import ScheduleError
 from ..scheduling import PARALLEL, SIMD, Schedule, auto_parallel
 from ..scheduling import distribute as distribute_step
 from ..scheduling import fuse as fuse_step
 from ..scheduling import skew as skew_step
-from ..scheduling import unmark as unmark_step
 from ..scheduling import vectorize as vectorize_step
 from .loop_facts import _REFUSED, _carried_any, _unit_stride
 
@@ -47,83 +45,6 @@ def parallelise(s: Schedule, tiled: Sequence[Tuple[List[str], str, List[str]]], 
             notes.append(f"no wavefront for {rep}: {str(e).splitlines()[0]}")
     s = auto_parallel(s)
     return s.check("parallel marks")
-
-
-#: Seconds one statement instance takes in a simple vectorised loop (a few flops and loads at ~3 GHz):
-#: the scale of :func:`drop_small_parallel`'s work bound.
-INSTANCE_S = 0.5e-9
-
-
-def min_parallel_work(threads: int = 2) -> int:
-    """Statement instances one execution of a parallel loop needs to pay for its parallel region.
-
-    ``threads`` threads save at most ``(1 - 1/threads)`` of the work; the region costs the cost
-    model's :data:`~polytile.cost.OMP_REGION_S`.  Two threads need the most work.
-
-    >>> min_parallel_work(2)
-    12000
-    """
-    return int(round(OMP_REGION_S / (INSTANCE_S * (1 - 1 / max(2, threads)))))
-
-
-def work_per_entry(s: Schedule, stmt: str, dim: int, sizes: Optional[Mapping[str, int]] = None) -> Optional[int]:
-    """An upper bound on the instances of ``stmt`` run by one execution of its loop at time dimension ``dim``,
-    or None when the sizes are parameters without values (``sizes``: values of some parameters, such as the
-    file's macros).
-
-    The product, over ``dim`` and the loops inside it, of each loop's range over the whole run
-    (``dim_max - dim_min + 1`` of ``θ(D)``): durbin's ``for (i = 0; i < k; i++)`` inside
-    ``for (k = 1; k < 2000; k++)`` gives 1999 (the triangle's widest row).
-    """
-    ss = s.table[stmt]
-    times = s.scop.statement(stmt).domain.apply(ss.map)
-    for name, value in (sizes or {}).items():
-        k = times.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0 and isinstance(value, int):
-            times = times.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(times.get_ctx(), value))
-    bound = 1
-    for d, _ in ss.loops():
-        if d < dim:
-            continue
-        hi, lo = times.dim_max_val(d), times.dim_min_val(d)
-        if not (hi.is_int() and lo.is_int()):
-            return None
-        bound *= max(0, hi.to_python() - lo.to_python() + 1)
-    return bound
-
-
-def drop_small_parallel(s: Schedule, notes: List[str], threads: int = 2,
-                        sizes: Optional[Mapping[str, int]] = None) -> Schedule:
-    """Leave sequential every parallel loop whose work per execution cannot pay for a parallel region.
-
-    Entering a parallel region costs :data:`~polytile.cost.OMP_REGION_S` (fork and join barrier);
-    ``threads`` threads save at most ``(1 - 1/threads)`` of the loop's work.  A loop whose every
-    execution runs at most ``W`` instances (:func:`work_per_entry`, summed over the statements
-    it holds) with ``W * INSTANCE_S * (1 - 1/threads) < OMP_REGION_S`` is unmarked: durbin's vector
-    updates inside its sequential ``k`` loop (at most 2000 instances, ~1 us of work per entry) ran
-    5x slower parallel than gcc's sequential code.  Unknown sizes (parameters without a value in
-    ``sizes``) keep the mark; code generation then guards innermost such loops with a run-time
-    ``if(parallel: ...)`` (``generate_region(..., min_parallel_work=...)``).  ``threads`` is 2, the count that needs the most work to pay.
-
-    Before: ``for k: { parallel for i < k: z[i] = ...; }``  After: ``for k: { for i < k: z[i] = ...; }``
-    """
-    if threads < 2:
-        return s
-    need = min_parallel_work(threads)
-    seen = set()
-    for stmt, loop, kind, _ in sorted(s.marks, key=str):
-        if kind != PARALLEL or (stmt, loop) in seen:
-            continue
-        dim = s.loop_dim(stmt, loop)
-        group = s.group(stmt, dim)
-        seen.update((g, s.table[g].names[dim]) for g in group)
-        works = [work_per_entry(s, g, dim, sizes) for g in group]
-        if any(w is None for w in works) or sum(works) >= need:
-            continue
-        s = unmark_step(s, stmt, loop, PARALLEL)
-        notes.append(f"loop {loop} of {', '.join(group)} left sequential: at most {sum(works)} instances per "
-                     f"execution, too little work for a parallel region (needs about {need:.0f})")
-    return s
 
 
 def _innermost_groups(s: Schedule) -> List[Tuple[List[str], int]]:

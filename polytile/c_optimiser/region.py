@@ -22,7 +22,7 @@ from ..deadline import interrupts_after, with_deadline
 from ..errors import PolytileError, ScheduleError
 from ..frontends.c import CScop
 from ..scheduling import Schedule, Step
-from .marks import min_parallel_work
+from ..cost.parallel_work import min_parallel_work
 from .strategy import _scop_options
 
 

@@ -20,7 +20,8 @@ from ..poly.scop import Scop
 from ..scheduling import PARALLEL, SIMD, Schedule, automatic, initial
 from .index_sets import split_index_sets
 from .loop_facts import _REFUSED, vectorisable
-from .marks import distribute_innermost, drop_small_parallel, parallelise, vector_order, vectorise
+from ..cost.parallel_work import drop_small_parallel
+from .marks import distribute_innermost, parallelise, vector_order, vectorise
 from .tiling import tile_bands
 
 

@@ -363,10 +363,10 @@ def compile_options(target: Target, args, saved: Optional["ScheduleFile"] = None
 
 def _specialize(target: Target, args, *, build: bool, saved: Optional["ScheduleFile"] = None):
     """Compile for the target's signature with the options of :func:`compile_options`."""
-    from .. import pipeline
+    from .. import kernel as kernel_mod
 
-    kernel = pipeline.compile(target.program, target=getattr(args, "target", "openmp"),
-                              **compile_options(target, args, saved))
+    kernel = kernel_mod.compile(target.program, target=getattr(args, "target", "openmp"),
+                                **compile_options(target, args, saved))
     return kernel.specialize_shapes(target.shapes, target.dtypes, build=build)
 
 

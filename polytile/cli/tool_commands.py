@@ -36,7 +36,8 @@ def add_cache_parser(subs, formatter, common) -> None:
 
 
 #: What `cache info` calls the documents of a namespace.
-_DOCUMENTS = {"tune": "saved tuning result(s)", "opt": "saved optimiser result(s)"}
+_DOCUMENTS = {"tune": "saved tuning result(s)", "opt": "saved optimiser result(s)",
+              "spec": "compiled specialisation(s) (found by later processes without compiling)"}
 
 
 def cmd_cache(args) -> int:
@@ -52,6 +53,9 @@ def cmd_cache(args) -> int:
         for ns, n in sorted(counts.items()):
             print(f"{ns:<10} {n} {_DOCUMENTS.get(ns, 'saved document(s)')}")
         print(f"size       {bytes_text(i['bytes'])}")
+        limit = get_config().cache_max_bytes
+        print(f"limit      {bytes_text(limit) + ' of libraries' if limit else 'none'} (POLYTILE_CACHE_MAX_BYTES; "
+              f"least recently used removed past it)")
         return 0
     if args.action == "clear":
         freed = runtime.clear(root)

@@ -60,13 +60,17 @@ def _euid() -> int:
 class Stats:
     """Process-wide counters of what :func:`build` did (for tests and debugging).
 
-    >>> s = Stats(); s.compiles, s.cache_hits, s.discarded
-    (0, 0, 0)
+    ``spec_hits`` counts signatures found in the specialization cache (:mod:`polytile.kernel`): those
+    load a library without calling :func:`build` at all.
+
+    >>> s = Stats(); s.compiles, s.cache_hits, s.discarded, s.spec_hits
+    (0, 0, 0, 0)
     """
 
     compiles: int = 0
     cache_hits: int = 0
     discarded: int = 0
+    spec_hits: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def count(self, what: str) -> None:
@@ -79,6 +83,7 @@ class Stats:
             self.compiles = 0
             self.cache_hits = 0
             self.discarded = 0
+            self.spec_hits = 0
 
 
 stats = Stats()
@@ -521,6 +526,8 @@ def build(
             ) from None
         _remove_stale_temporaries(kdir)
         _compile_entry(source, lang, flags, compiler_path, key, kdir, name, src_path, lib_path, flags_from_config)
+    if cfg.cache_max_bytes:
+        evict(cfg.cache_max_bytes, root, keep=(key,))
     return lib_path
 
 
@@ -634,6 +641,52 @@ def info(cache_dir: Optional[os.PathLike | str] = None) -> dict:
     tune_results = len(list(tune_dir.glob("*.json"))) if tune_dir.is_dir() and not tune_dir.is_symlink() else 0
     return {"dir": str(root), "libraries": sum(1 for e in libs if e.path.name.endswith(".so")),
             "bytes": _tree_size(root), "tune_results": tune_results}
+
+
+def mark_used(lib_path: os.PathLike | str) -> None:
+    """Record that a library was loaded (its manifest's mtime): :func:`evict` removes the least recent."""
+    try:
+        os.utime(manifest_path(lib_path), follow_symlinks=False)
+    except (OSError, NotImplementedError):
+        pass  # a read-only cache is still usable; it is just not evicted by use
+
+
+def evict(max_bytes: int, cache_dir: Optional[os.PathLike | str] = None, *, keep: Sequence[str] = ()) -> int:
+    """Remove the least recently used kernel entries until the kernels take at most ``max_bytes``; bytes freed.
+
+    An entry's last use is its manifest's mtime (set when it is built or loaded, :func:`mark_used`);
+    entries whose key is in ``keep`` (the one just built) stay.  Each removal holds the entry's build
+    lock, so a concurrent builder of that key waits and then rebuilds it.  JSON documents (saved tuning
+    and optimiser results, specialisations) are small and stay; a specialisation whose library was
+    evicted is compiled again on use.
+
+    >>> evict(0)            # doctest: +SKIP   (empties the kernel part of the cache)
+    """
+    root = check_root(get_config().cache_dir if cache_dir is None else cache_dir)
+    dirs = {}
+    for kdir, name in _walk(root):
+        if not name or kdir.name in keep:
+            continue
+        try:
+            used = os.lstat(manifest_path(kdir / f"lib{name}.so")).st_mtime
+        except OSError:
+            used = 0.0
+        dirs[kdir] = max(used, dirs.get(kdir, 0.0))
+    sizes = {kdir: _tree_size(kdir) for kdir in dirs}
+    total = sum(sizes.values()) + sum(_tree_size(root / k[:2] / k) for k in keep)
+    freed = 0
+    for kdir in sorted(dirs, key=dirs.get):
+        if total <= max_bytes:
+            break
+        with _key_lock(kdir.parent, kdir.name):
+            try:
+                _remove(kdir)
+            except OSError:
+                continue
+        debug_log(1, "runtime", f"evicted {kdir} (least recently used; cache over {max_bytes} bytes)")
+        total -= sizes[kdir]
+        freed += sizes[kdir]
+    return freed
 
 
 def clear(cache_dir: Optional[os.PathLike | str] = None) -> int:

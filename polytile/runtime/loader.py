@@ -47,6 +47,20 @@ class KernelFunction:
         if rc != 0:
             raise PolytileError(f"kernel {self.name!r} failed with error code {rc}")
 
+    def call_addresses(self, addresses, *, parallel: bool = True) -> None:
+        """Run the kernel on raw buffer addresses (the caller keeps the buffers alive and checked).
+
+        The lean path of :class:`polytile.specialization.Launcher`; ``parallel=False`` (code without
+        an OpenMP region) skips choosing a thread count.
+        """
+        if parallel:
+            with threads_for_call():
+                rc = self._cfunc(*addresses)
+        else:
+            rc = self._cfunc(*addresses)
+        if rc != 0:
+            raise PolytileError(f"kernel {self.name!r} failed with error code {rc}")
+
     def __repr__(self) -> str:
         return f"<KernelFunction {self.name}/{self.nargs} in {self.library.path}>"
 
@@ -129,6 +143,10 @@ def load(path: os.PathLike | str) -> Library:
                     os.close(fd)
             lib = Library(resolved, cdll)
             _libraries[resolved] = lib
+            if fd is not None:
+                from polytile.runtime import cache
+
+                cache.mark_used(resolved)
     return lib
 
 

@@ -38,9 +38,13 @@ class Target:
     name: str = ""
     #: Runs on a GPU (or its emulation): a kernel per parallel nest, a grid/block mapping.
     gpu: bool = False
+    #: What :meth:`compile` returns is a :class:`Specialization` with a library in the kernel cache and
+    #: one entry point run by :func:`run_specialization`: later processes find it in the specialization
+    #: cache (:mod:`polytile.kernel`) instead of compiling.
+    disk_cacheable: bool = False
 
     def compile(self, lowered: Lowered, options: Any, *, build: bool = True) -> Any:
-        """Schedule, generate and (with ``build``) build ``lowered`` under ``options`` (pipeline.Options)."""
+        """Schedule, generate and (with ``build``) build ``lowered`` under ``options`` (options.Options)."""
         raise NotImplementedError(f"target {self.name!r} does not compile")
 
     def specialization(self, compiled: Any) -> Specialization:

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import interpreter as reference_mod
-from .. import pipeline
+from .. import kernel as kernel_mod, pipeline
 from ..compare import capped_calls, check_output, random_inputs, spread
 # Under this name so tests can substitute a fake clock (``_time_runs(call, n)``: the seconds of n calls).
 from ..compare import time_calls as _time_runs
@@ -102,7 +102,7 @@ class _Bench:
 
     def _measure(self, steps: Sequence[Step]) -> _Outcome:
         try:
-            kernel = pipeline.compile(self.program, schedule=tuple(steps))
+            kernel = kernel_mod.compile(self.program, schedule=tuple(steps))
             spec = kernel.specialize_shapes(self.shapes, self.dtypes)
         except PolytileError as e:
             return _Outcome(error=_error_text(e))

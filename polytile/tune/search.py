@@ -155,7 +155,7 @@ def tune(source, dims=None, *, shapes=None, dtypes=None, hardware: Any = "host",
     shape_map = dict(zip(program.input_names, in_shapes))
     # The search builds its candidates on the untiled default; the baseline is compile's default.
     base = pipeline.schedule(program, shapes=shape_map, dtypes=list(dts), steps=DEFAULT_STEPS)
-    default = pipeline.schedule(program, shapes=shape_map, dtypes=list(dts), hardware=hw)
+    default = pipeline.schedule(program, shapes=shape_map, dtypes=list(dts), hardware=hw, min_parallel_work=None)
     bench = _Bench(program, in_shapes, dts, repeat=repeat, warmup=warmup, check=check,
                    cap_s=max(2.0, budget_s / 20))
 

@@ -1,0 +1,192 @@
+"""Latency: how soon a kernel is ready (fresh processes, cached and cold), autotile time, and per-call overhead.
+
+    python benchmarks/bench_latency.py                      # everything: about a minute on 2 cores
+    python benchmarks/bench_latency.py --repeat 9 --only fresh calls
+
+Rows (issue 15's targets in brackets):
+
+* **fresh, cached** [<= 0.25 s]: a new Python process runs ``import polytile``, ``polytile.compile`` of
+  ``examples/matmul.tile`` and the first call on 256x256 float32 inputs, with the kernel already in the
+  cache (one untimed run before).  The wall time is measured by this script around the child process
+  (interpreter start included); the child reports its own import / compile / first-call split and
+  whether it imported islpy.
+* **fresh, cold (gcc)** [<= 1.0 s]: the same with an empty cache (a new ``POLYTILE_CACHE_DIR`` each
+  run): the whole pipeline and the C compiler.
+* **python**, **python + numpy**: the interpreter's own start, and with numpy imported, for scale.
+* **autotile** [>= 10x faster than before issue 15]: ``polytile.autotile.autotile`` of the default
+  schedule for the host descriptor, in this process: matmul 256^3, conv2d 1x56x56x64 3x3x64, and
+  matmul+bias+relu 1024^3.
+* **call** [<= 4 us of Python per call; 4x4 matmul within 4x numpy]: back-to-back calls of a compiled
+  kernel on the same inputs (``k(A, B)``, outputs allocated each call) against ``A @ B``, median of
+  ``--repeat`` timeit batches.
+
+Every fresh-process row is the median of ``--repeat`` (>= 5) runs with min-max; rows interleave (one
+run of each per round).  Writes ``benchmarks/results/latency.json`` with the provenance.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import timeit
+from pathlib import Path
+from typing import Any, Dict, List
+
+import _common
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = """
+import time, sys
+t0 = time.perf_counter()
+import numpy as np, polytile
+t1 = time.perf_counter()
+k = polytile.compile("examples/matmul.tile")
+A = np.ones((256, 256), np.float32)
+t2 = time.perf_counter()
+C = k(A, A)
+t3 = time.perf_counter()
+assert float(C[0, 0]) == 256.0
+import json
+print(json.dumps({"import": t1 - t0, "compile": t2 - t1, "first_call": t3 - t2, "islpy": "islpy" in sys.modules}))
+"""
+
+FRESH = {
+    "fresh, cached": (CHILD, "cached"),
+    "fresh, cold (gcc)": (CHILD, "cold"),
+    "python": ("pass", None),
+    "python + numpy": ("import numpy", None),
+}
+TARGET_S = {"fresh, cached": 0.25, "fresh, cold (gcc)": 1.0}
+
+
+def _child(code: str, cache: str) -> Dict[str, Any]:
+    env = {**os.environ, "POLYTILE_CACHE_DIR": cache}
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    wall = time.perf_counter() - t0
+    if out.returncode != 0:
+        raise SystemExit(f"child failed:\n{out.stderr}")
+    lines = out.stdout.strip().splitlines()
+    return {"wall": wall, **(json.loads(lines[-1]) if lines else {})}
+
+
+def fresh_rows(repeat: int, say) -> List[Dict[str, Any]]:
+    runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in FRESH}
+    with tempfile.TemporaryDirectory(prefix="pt_latency_") as tmp:
+        warm = os.path.join(tmp, "warm")
+        os.mkdir(warm, 0o700)
+        _child(CHILD, warm)  # fills the cache of the "cached" row
+        for r in range(repeat):
+            say(f"fresh processes, round {r + 1}/{repeat}")
+            for name, (code, kind) in FRESH.items():
+                cache = warm
+                if kind == "cold":
+                    cache = os.path.join(tmp, f"cold{r}")
+                    os.mkdir(cache, 0o700)
+                runs[name].append(_child(code, cache))
+    rows = []
+    for name, rs in runs.items():
+        walls = [x["wall"] for x in rs]
+        row = {"row": name, "median_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls),
+               "runs": rs, "target_s": TARGET_S.get(name)}
+        for part in ("import", "compile", "first_call"):
+            if part in rs[0]:
+                row[f"{part}_median_s"] = statistics.median(x[part] for x in rs)
+        if "islpy" in rs[0]:
+            row["imported_islpy"] = any(x["islpy"] for x in rs)
+        rows.append(row)
+    return rows
+
+
+def autotile_rows(repeat: int, say) -> List[Dict[str, Any]]:
+    import polytile
+    from polytile import autotile, hardware
+
+    hw = hardware.load_once("host")
+    cases = [("matmul 256^3", "examples/matmul.tile", "M=256,N=256,K=256"),
+             ("conv2d 1x56x56x64 3x3x64", "examples/conv2d.tile", "N=1,H=58,W=58,CI=64,KH=3,KW=3,CO=64"),
+             ("matmul+bias+relu 1024^3", "examples/matmul_bias_relu.tile", "M=1024,N=1024,K=1024")]
+    rows = []
+    for name, path, dims in cases:
+        say(f"autotile {name}")
+        base = polytile.schedule(str(ROOT / path), dims=dims)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            _, chosen = autotile.autotile(base, hw)
+            times.append(time.perf_counter() - t0)
+        rows.append({"row": f"autotile {name}", "median_s": statistics.median(times), "min_s": min(times),
+                     "max_s": max(times), "chosen": str(chosen)})
+    return rows
+
+
+def call_rows(repeat: int, say) -> List[Dict[str, Any]]:
+    import numpy as np
+
+    import polytile
+
+    k = polytile.compile(str(ROOT / "examples/matmul.tile"))
+    rows = []
+    for n in (4, 64):
+        say(f"calls {n}x{n}")
+        A = np.ones((n, n), np.float32)
+        assert (k(A, A) == A @ A).all()
+        number = 20000 if n == 4 else 2000
+        pt = [timeit.timeit(lambda: k(A, A), number=number) / number for _ in range(repeat)]
+        np_ = [timeit.timeit(lambda: A @ A, number=number) / number for _ in range(repeat)]
+        mp, mn = statistics.median(pt), statistics.median(np_)
+        rows.append({"row": f"call matmul {n}x{n}", "polytile_us": mp * 1e6, "numpy_us": mn * 1e6,
+                     "ratio_to_numpy": mp / mn, "polytile_min_max_us": [min(pt) * 1e6, max(pt) * 1e6],
+                     "numpy_min_max_us": [min(np_) * 1e6, max(np_) * 1e6],
+                     "target": "within 4x numpy" if n == 4 else None})
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = _common.parser(__doc__.splitlines()[0], "latency.json")
+    ap.add_argument("--only", nargs="+", choices=["fresh", "autotile", "calls"], default=["fresh", "autotile", "calls"])
+    args = ap.parse_args(argv)
+    say = _common.progress(args.quiet)
+    rows: List[Dict[str, Any]] = []
+    if "fresh" in args.only:
+        rows += fresh_rows(args.repeat, say)
+    if "autotile" in args.only:
+        rows += autotile_rows(args.repeat, say)
+    if "calls" in args.only:
+        rows += call_rows(args.repeat, say)
+    print(f"{'row':<34} {'median':>10} {'min-max':>19}  {'target':<16} notes")
+    for r in rows:
+        if "polytile_us" in r:
+            lo, hi = r["polytile_min_max_us"]
+            verdict = ("PASS" if r["ratio_to_numpy"] <= 4 else "FAIL") if r["target"] else ""
+            print(f"{r['row']:<34} {r['polytile_us']:>8.2f}us {lo:>8.2f}-{hi:<8.2f}us  "
+                  f"{(r['target'] or '') + ' ' + verdict:<16} numpy {r['numpy_us']:.2f} us "
+                  f"({r['ratio_to_numpy']:.1f}x numpy)")
+            continue
+        target = r.get("target_s")
+        verdict = "" if target is None else f"<= {target} s " + ("PASS" if r["median_s"] <= target else "FAIL")
+        notes = []
+        for part in ("import", "compile", "first_call"):
+            if f"{part}_median_s" in r:
+                notes.append(f"{part} {r[f'{part}_median_s']:.3f}")
+        if "imported_islpy" in r:
+            notes.append("islpy imported" if r["imported_islpy"] else "no islpy")
+        if "chosen" in r:
+            notes.append(r["chosen"])
+        print(f"{r['row']:<34} {r['median_s']:>9.3f}s {r['min_s']:>8.3f}-{r['max_s']:<8.3f}s  {verdict:<16} "
+              + ", ".join(notes))
+    print(f"(median of {args.repeat}; fresh-process rows are wall times around the child, interpreter start "
+          f"included)")
+    _common.write_json(args.out, {"provenance": _common.provenance(benchmark="latency"), "rows": rows})
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
