@@ -9,11 +9,14 @@ A call finds its :class:`~polytile.specialization.Launcher` in three places, fas
 
 The specialization cache (namespace ``spec`` of the runtime's JSON cache) is keyed by everything that
 decides the generated code: the program's canonical text, the shapes, dtypes and size values, the
-options (the hardware descriptor by its contents), the C compiler's path and version, the flags and
-polytile's version (:func:`specialization_key`).  Its document holds the :class:`CallPlan` and where
-the library is; the library is loaded only when its sha256 matches its manifest, and a document whose
-library is gone or damaged is a miss (the pipeline runs and rebuilds it).  Only the hit path's modules
-are imported at the top of this file: the pipeline (and with it islpy) is imported on a miss.
+options (the hardware descriptor by its contents), the C compiler's path and version, the flags,
+polytile's version and the fingerprint of its code (:func:`specialization_key`).  Its document holds
+the :class:`CallPlan` and the kernel cache entry (key and name) of the library; the library is loaded
+only when its entry passes the kernel cache's checks (private directories, no symbolic links, sha256
+against the manifest), and a document whose library is gone or damaged is a miss (the pipeline runs
+and rebuilds it).  The C compiler is not run on a hit, but it must be installed: its path and version
+are part of the key.  Only the hit path's modules are imported at the top of this file: the pipeline
+(and with it islpy) is imported on a miss.
 
     >>> k = compile("function (A[N]) -> (B) { B = A * 2; }")
     >>> k(np.arange(3, dtype=np.float32))
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
@@ -31,14 +35,14 @@ import numpy as np
 from . import desugar, ir, runtime, targets
 from . import interpreter as reference_mod
 from .config import debug_log, get_config
-from .errors import CacheError, PolytileError, ShapeError, recursion_room
+from .errors import CacheError, InternalError, PolytileError, ShapeError, recursion_room
 from .options import Options
 from .program import SourceLike, load_program
 from .specialization import CallPlan, Launcher, Specialization
-from .version import __version__
+from .version import __version__, code_fingerprint
 
 #: Bump when what a cached specialisation means changes (the plan's layout, the key's parts).
-SPEC_FORMAT = 1
+SPEC_FORMAT = 2
 #: The JSON cache namespace of specialisations.
 NAMESPACE = "spec"
 
@@ -54,7 +58,7 @@ def specialization_key(program: ir.Program, shapes, dtypes, sizes, options: Opti
     cfg = get_config()
     flags = options.cflags if options.cflags is not None else cfg.cflags
     parts = {
-        "format": SPEC_FORMAT, "polytile": __version__, "program": str(program),
+        "format": SPEC_FORMAT, "polytile": __version__, "code": code_fingerprint(), "program": str(program),
         "shapes": [[int(n) for n in s] for s in shapes], "dtypes": [np.dtype(d).name for d in dtypes],
         "sizes": sorted([k, repr(v)] for k, v in sizes.items()), "options": options.fingerprint(),
         "cc": runtime.resolve_compiler(cfg.cc), "cc_version": runtime.compiler_version(cfg.cc),
@@ -63,34 +67,44 @@ def specialization_key(program: ir.Program, shapes, dtypes, sizes, options: Opti
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
+_ENTRY_KEY = re.compile(r"[0-9a-f]{64}")
+_LIB_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
+
+
 def _cached_launcher(key: str) -> Optional[Launcher]:
     """The launcher stored under ``key``, or None (no document, or its library is gone or damaged)."""
     doc = runtime.json_get(NAMESPACE, key)
     if doc is None:
         return None
-    root = Path(get_config().cache_dir).expanduser()
+    root = runtime.check_root(get_config().cache_dir)
     try:
         plan = CallPlan.from_json(doc["plan"])
-        rel = Path(doc["library"])
-        if rel.is_absolute() or ".." in rel.parts:
-            raise ValueError("library path outside the cache")
-        function = runtime.load(root / rel).function(plan.entry, len(plan.params))
-    except (KeyError, TypeError, ValueError, CacheError, PolytileError) as exc:
+        entry, name = str(doc["entry"]), str(doc["name"])
+        if not (_ENTRY_KEY.fullmatch(entry) and _LIB_NAME.fullmatch(name)):
+            raise ValueError("not a kernel cache entry")
+        # The library's place is rebuilt from the entry, never taken from the document, and checked
+        # as a lookup of the kernel cache would (no symbolic links, private directories, manifest).
+        kdir = root / entry[:2] / entry
+        problem = runtime.check_entry(kdir, name)
+        if problem is not None:
+            raise CacheError(problem)
+        launcher = Launcher(plan, runtime.load(kdir / f"lib{name}.so").function(plan.entry, len(plan.params)))
+    except (KeyError, TypeError, ValueError, CacheError, PolytileError, InternalError) as exc:
         # Damaged, evicted or replaced: build again (which also replaces a damaged library).
         debug_log(1, "runtime", f"specialization {key[:12]}: not usable ({exc}); compiling")
         return None
     runtime.stats.count("spec_hits")
-    debug_log(1, "runtime", f"specialization cache hit {key[:12]} -> {rel}")
-    return Launcher(plan, function)
+    debug_log(1, "runtime", f"specialization cache hit {key[:12]} -> {entry[:12]}/lib{name}.so")
+    return launcher
 
 
 def _store(key: str, spec: Specialization, plan: CallPlan) -> None:
-    root = Path(get_config().cache_dir).expanduser().resolve()
-    try:
-        rel = Path(spec.library_path).resolve().relative_to(root)
-    except ValueError:
-        return  # a library outside the cache (none today) is not recorded
-    runtime.json_put(NAMESPACE, key, {"library": rel.as_posix(), "plan": plan.to_json()})
+    lib = Path(spec.library_path)
+    entry, name = lib.parent.name, lib.name[3:-3]
+    if not (lib.name.startswith("lib") and lib.name.endswith(".so") and _ENTRY_KEY.fullmatch(entry)
+            and _LIB_NAME.fullmatch(name)):
+        return  # not a kernel cache entry (none today): not recorded
+    runtime.json_put(NAMESPACE, key, {"entry": entry, "name": name, "plan": plan.to_json()})
 
 
 class Kernel:
@@ -206,10 +220,10 @@ class Kernel:
 
     def __call__(self, *args, out=None, **named):
         if not named and not self._scalar_inputs and (out is None or not self._out_is_input):
-            # The lean path: numpy arrays of a signature seen before (anything else -- lists, numbers,
-            # foreign byte order, a new signature -- misses here and takes the checked path below).
+            # The lean path: numpy arrays of a signature seen before (anything else -- lists, other array
+            # types, foreign byte order, a new signature -- misses here and takes the checked path below).
             try:
-                launcher = self._launchers[tuple([(a.shape, a.dtype) for a in args])]
+                launcher = self._launchers[tuple([(type(a), a.shape, a.dtype) for a in args])]
             except (AttributeError, KeyError, TypeError):
                 pass
             else:
@@ -219,9 +233,9 @@ class Kernel:
             named["out"], out = out, None
         arrays = self._arrays(args, named)
         sizes = self._sizes(args, named) if self._scalar_inputs else {}
-        signature = tuple([(a.shape, a.dtype) for a in arrays])
+        signature = tuple([(type(a), a.shape, a.dtype) for a in arrays])
         if sizes:
-            signature += (tuple(sorted(sizes.items())),)
+            signature += (tuple(sorted((k, repr(v)) for k, v in sizes.items())),)  # repr: NaN equals itself
         try:
             launcher = self._launchers[signature]
         except KeyError:

@@ -208,6 +208,8 @@ class Launcher:
         pointers = [0] * self._nargs
         for slot, at, dt, shape, name in self._inputs:
             a = arrays[at]
+            if not isinstance(a, np.ndarray):  # the address below is only an ndarray's
+                raise ShapeError(f"input {name}: expected a numpy array, got {type(a).__name__}")
             if a.dtype != dt or a.shape != shape:
                 raise ShapeError(f"input {name}: expected {dt.name}{list(shape)}, got {a.dtype}{list(a.shape)}")
             if not a.flags.c_contiguous:
@@ -217,7 +219,7 @@ class Launcher:
         for slot, a in self._fixed:
             pointers[slot] = address(a)
         given = self._given_outputs(out, arrays) if out is not None else None
-        if self._check_memory and given is None:
+        if self._check_memory:
             why = too_large(self._need)
             if why:
                 raise ShapeError(f"the outputs and temporaries need {self._need:,} bytes: too large to allocate ({why})")

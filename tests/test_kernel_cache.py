@@ -64,6 +64,21 @@ def spec_documents(cache_dir: Path):
     return sorted((cache_dir / kernel.NAMESPACE).glob("*.json"))
 
 
+def library_of(cache_dir: Path, doc: Path) -> Path:
+    d = json.loads(doc.read_text())["doc"]
+    return cache_dir / d["entry"][:2] / d["entry"] / f"lib{d['name']}.so"
+
+
+def rewrite(doc: Path, **changes) -> None:
+    """Change a stored document and re-sign it (as someone with write access to the cache could)."""
+    from polytile.runtime import json_cache
+
+    env = json.loads(doc.read_text())
+    env["doc"].update(changes)
+    env["sha256"] = json_cache._digest(env["doc"])
+    doc.write_text(json.dumps(env))
+
+
 def test_a_later_process_runs_a_cached_kernel_without_islpy(cache_dir):
     first = run_child(cache_dir)
     assert first == {"ok": True, "islpy": True, "pipeline": True}
@@ -84,12 +99,44 @@ def test_a_damaged_document_is_discarded_and_rebuilt(cache_dir):
 def test_a_damaged_library_is_not_loaded_but_rebuilt(cache_dir):
     run_child(cache_dir)
     (doc,) = spec_documents(cache_dir)
-    lib = cache_dir / json.loads(doc.read_text())["doc"]["library"]
+    lib = library_of(cache_dir, doc)
     data = bytearray(lib.read_bytes())
     data[len(data) // 2] ^= 0xFF
     lib.write_bytes(bytes(data))
     assert run_child(cache_dir) == {"ok": True, "islpy": True, "pipeline": True}
     assert run_child(cache_dir) == {"ok": True, "islpy": False, "pipeline": False}
+
+
+@pytest.mark.parametrize("entry, name", [
+    ("../../tmp", "x"),                 # not a key
+    ("0" * 64, "../x"),                 # not a name
+    ("f" * 64, "matmul"),               # a key with no entry
+])
+def test_a_document_naming_anything_but_a_checked_entry_is_not_loaded(cache_dir, entry, name):
+    run_child(cache_dir)
+    (doc,) = spec_documents(cache_dir)
+    rewrite(doc, entry=entry, name=name)
+    assert run_child(cache_dir) == {"ok": True, "islpy": True, "pipeline": True}
+
+
+def test_a_library_reached_through_a_symbolic_link_is_not_loaded(cache_dir, tmp_path):
+    run_child(cache_dir)
+    (doc,) = spec_documents(cache_dir)
+    lib = library_of(cache_dir, doc)
+    # Move the entry elsewhere and leave a symbolic link in its place: the checks refuse it.
+    elsewhere = tmp_path / "elsewhere"
+    lib.parent.rename(elsewhere)
+    lib.parent.symlink_to(elsewhere, target_is_directory=True)
+    assert run_child(cache_dir) == {"ok": True, "islpy": True, "pipeline": True}
+
+
+def test_a_change_of_polytile_code_is_a_new_key(cache_dir, monkeypatch):
+    from polytile import version
+
+    p = load_program(DOUBLE)
+    before = kernel.specialization_key(p, [(4,)], ["float32"], {}, Options.make(hardware=None))
+    monkeypatch.setattr(version, "_fingerprint", "0" * 64)
+    assert kernel.specialization_key(p, [(4,)], ["float32"], {}, Options.make(hardware=None)) != before
 
 
 def test_an_evicted_library_is_compiled_again(cache_dir):
@@ -128,6 +175,7 @@ def test_the_key_changes_with_everything_that_decides_the_code(cache_dir):
         key(options=Options.make(hardware=None)),
         key(options=Options.make(cflags=["-O2", "-fPIC", "-shared"])),
         key(options=Options.make(fusion="max")),
+        key(options=Options.make(min_parallel_work=0)),
         kernel.specialization_key(load_program(MATMUL.replace("+(", ">(")), base["shapes"], base["dtypes"], {},
                                   base["options"]),
     ]
@@ -211,3 +259,35 @@ def test_a_wrong_shape_after_the_lean_path_is_a_user_error(cache_dir):
     k(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))
     with pytest.raises(ShapeError):
         k(np.ones((2, 3), np.float32), np.ones((2, 4), np.float32))
+    launcher = next(iter(k._launchers.values()))
+    with pytest.raises(ShapeError, match=re.escape("input B: expected float32[3, 4], got float32[3, 5]")):
+        launcher((np.ones((2, 3), np.float32), np.ones((3, 5), np.float32)))
+    with pytest.raises(ShapeError, match="expected a numpy array, got list"):
+        launcher(([[1.0] * 3] * 2, np.ones((3, 4), np.float32)))
+
+
+class Duck:
+    """An array-like that is not an ndarray (as pandas, xarray or cupy objects are): shape, dtype and
+    flags like an array's, and __array__ for numpy."""
+
+    def __init__(self, a):
+        self._a = a
+        self.shape, self.dtype, self.flags = a.shape, a.dtype, a.flags
+
+    def __array__(self, dtype=None, copy=None):
+        return self._a
+
+
+def test_array_likes_never_take_the_lean_path(cache_dir):
+    k = polytile.compile(DOUBLE)
+    a = np.arange(5, dtype=np.float32)
+    for _ in range(3):  # the second and third calls have a known signature
+        np.testing.assert_array_equal(k(Duck(a)), a * 2)
+
+
+def test_a_nan_constant_is_one_signature(cache_dir):
+    k = polytile.compile("function (A[N], S) -> (B) { B = A + S; }")
+    a = np.zeros(3, np.float32)
+    for _ in range(3):
+        assert np.isnan(k(a, float("nan"))).all()
+    assert len(k._launchers) == 1

@@ -526,9 +526,33 @@ def build(
             ) from None
         _remove_stale_temporaries(kdir)
         _compile_entry(source, lang, flags, compiler_path, key, kdir, name, src_path, lib_path, flags_from_config)
-    if cfg.cache_max_bytes:
-        evict(cfg.cache_max_bytes, root, keep=(key,))
+    _after_build(root, key, lib_path, cfg.cache_max_bytes)
     return lib_path
+
+
+# Bytes this process built since it last walked the cache to bound its size (None: not walked yet).
+_built_since_walk: Optional[int] = None
+
+
+def _after_build(root: Path, key: str, lib_path: Path, max_bytes: int) -> None:
+    """Bound the cache after a build: a walk of the whole cache costs O(entries), so a process walks it
+    on its first build and then again once it has built an eighth of the bound (a test suite building
+    thousands of kernels walked it thousands of times)."""
+    global _built_since_walk
+    if not max_bytes:
+        return
+    try:
+        size = os.lstat(lib_path).st_size
+    except OSError:
+        size = 0
+    with _walk_lock:
+        due = _built_since_walk is None or _built_since_walk + size >= max_bytes // 8
+        _built_since_walk = 0 if due else _built_since_walk + size
+    if due:
+        evict(max_bytes, root, keep=(key,))
+
+
+_walk_lock = threading.Lock()
 
 
 def _compile_entry(source: str, lang: str, flags: List[str], compiler_path: str, key: str, kdir: Path, name: str,
@@ -664,14 +688,15 @@ def evict(max_bytes: int, cache_dir: Optional[os.PathLike | str] = None, *, keep
     """
     root = check_root(get_config().cache_dir if cache_dir is None else cache_dir)
     dirs = {}
-    for kdir, name in _walk(root):
-        if not name or kdir.name in keep:
-            continue
-        try:
-            used = os.lstat(manifest_path(kdir / f"lib{name}.so")).st_mtime
-        except OSError:
-            used = 0.0
-        dirs[kdir] = max(used, dirs.get(kdir, 0.0))
+    try:
+        for kdir, name in _walk(root):
+            if not name or kdir.name in keep:
+                continue
+            used = _last_use(kdir, name)
+            if used is not None:  # no manifest: being built (or broken; `cache verify` removes those)
+                dirs[kdir] = max(used, dirs.get(kdir, 0.0))
+    except OSError:  # another process removed something under the walk: bound it next time
+        return 0
     sizes = {kdir: _tree_size(kdir) for kdir in dirs}
     total = sum(sizes.values()) + sum(_tree_size(root / k[:2] / k) for k in keep)
     freed = 0
@@ -679,6 +704,10 @@ def evict(max_bytes: int, cache_dir: Optional[os.PathLike | str] = None, *, keep
         if total <= max_bytes:
             break
         with _key_lock(kdir.parent, kdir.name):
+            names = [f.name[3:-3] for f in _listing(kdir) if f.name.startswith("lib") and f.name.endswith(".so")]
+            uses = [u for u in (_last_use(kdir, n) for n in names) if u is not None]
+            if not uses or max(uses) > dirs[kdir]:
+                continue  # rebuilt, removed or used since the walk
             try:
                 _remove(kdir)
             except OSError:
@@ -687,6 +716,20 @@ def evict(max_bytes: int, cache_dir: Optional[os.PathLike | str] = None, *, keep
         total -= sizes[kdir]
         freed += sizes[kdir]
     return freed
+
+
+def _last_use(kdir: Path, name: str) -> Optional[float]:
+    try:
+        return os.lstat(manifest_path(kdir / f"lib{name}.so")).st_mtime
+    except OSError:
+        return None
+
+
+def _listing(kdir: Path) -> List[Path]:
+    try:
+        return list(kdir.iterdir())
+    except OSError:
+        return []
 
 
 def clear(cache_dir: Optional[os.PathLike | str] = None) -> int:

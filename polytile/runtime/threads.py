@@ -98,7 +98,7 @@ def _own_runnable(task_dir: str = "/proc/self/task") -> int:
         # "tid (comm) S ...": the state follows the last ')' (comm may hold spaces and parentheses).
         if stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"R":
             count += 1
-    return max(count, 1)
+    return count
 
 
 def _usable_cpus() -> int:
@@ -149,7 +149,7 @@ class IdleCores:
             if sample is None:
                 return self._threads
             # A worker of ours may stop spinning between the two reads: count the larger number as ours.
-            mine = max(mine_before, self._own_runnable())
+            mine = max(1, mine_before, self._own_runnable())  # at least the caller, which is running
             busy, running, own = sample[0], sample[2], self._own()
             if self._last is not None:
                 t0, busy0, own0 = self._last

@@ -49,7 +49,8 @@ def default_schedule(scop, dependences, options):
 
 def _min_parallel_work(options) -> int:
     """Statement instances (or packed elements) a parallel region needs: the option, else the cost model's
-    bound for the descriptor's cores (two when there is none; one core needs no regions: 0)."""
+    bound for the descriptor's cores, at least two of them (two need the most work; a one-core
+    descriptor still compiles code that may run on more cores, so it gets the two-core bound)."""
     from ..cost.parallel_work import min_parallel_work
 
     if options.min_parallel_work is not None:
@@ -57,7 +58,7 @@ def _min_parallel_work(options) -> int:
     cores = 2
     if options.hardware is not None:
         cores = getattr(hardware.load_once(options.hardware), "cores", cores)
-    return min_parallel_work(cores) if cores >= 2 else 0
+    return min_parallel_work(max(2, cores))
 
 
 class OpenMP(Target):
