@@ -129,6 +129,7 @@ class Kernel:
         self._names = tuple(program.input_names)
         self._out_is_input = "out" in self._names
         self._scalar_inputs = frozenset(i.name for i in program.inputs if not i.dims)
+        self._lean = not self._scalar_inputs  # numbers among the inputs are part of the signature
         self._size_inputs = (frozenset(desugar.size_inputs(desugar.normalize(program))) if self._scalar_inputs
                              else frozenset())
 
@@ -219,16 +220,17 @@ class Kernel:
         return self._compiled([a.shape for a in arrays], [a.dtype for a in arrays]).describe()
 
     def __call__(self, *args, out=None, **named):
-        if not named and not self._scalar_inputs and (out is None or not self._out_is_input):
+        if self._lean and not named and (out is None or not self._out_is_input):
             # The lean path: numpy arrays of a signature seen before (anything else -- lists, other array
             # types, foreign byte order, a new signature -- misses here and takes the checked path below).
+            # The signature holds each input's type, shape and dtype: the launcher need not check them.
             try:
                 launcher = self._launchers[tuple([(type(a), a.shape, a.dtype) for a in args])]
             except (AttributeError, KeyError, TypeError):
                 pass
             else:
                 if launcher is not None:
-                    return launcher(args, out)
+                    return launcher.launch(args, out)
         if self._out_is_input and out is not None:
             named["out"], out = out, None
         arrays = self._arrays(args, named)

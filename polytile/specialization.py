@@ -203,15 +203,22 @@ class Launcher:
 
     def __call__(self, arrays: Sequence[np.ndarray], out: Any = None):
         """The outputs of the kernel on ``arrays`` (the program's inputs, in order); with ``out``, written there."""
-        address = _DATA_ADDRESS
-        bufs: List[Any] = [None] * self._nargs
-        pointers = [0] * self._nargs
-        for slot, at, dt, shape, name in self._inputs:
+        for _, at, dt, shape, name in self._inputs:
             a = arrays[at]
-            if not isinstance(a, np.ndarray):  # the address below is only an ndarray's
+            if not isinstance(a, np.ndarray):  # the address read by launch() is only an ndarray's
                 raise ShapeError(f"input {name}: expected a numpy array, got {type(a).__name__}")
             if a.dtype != dt or a.shape != shape:
                 raise ShapeError(f"input {name}: expected {dt.name}{list(shape)}, got {a.dtype}{list(a.shape)}")
+        return self.launch(arrays, out)
+
+    def launch(self, arrays: Sequence[np.ndarray], out: Any = None):
+        """:meth:`__call__` for inputs already known to be ndarrays of the plan's dtypes and shapes (the
+        Kernel's lean path, whose signature lookup established that)."""
+        address = _DATA_ADDRESS
+        bufs: List[Any] = [None] * self._nargs
+        pointers = [0] * self._nargs
+        for slot, at, _, _, _ in self._inputs:
+            a = arrays[at]
             if not a.flags.c_contiguous:
                 a = np.ascontiguousarray(a)
             bufs[slot] = a
