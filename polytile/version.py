@@ -10,11 +10,11 @@ _fingerprint = None
 
 
 def code_fingerprint() -> str:
-    """sha256 over the path, size and modification time of every Python file of polytile (its
-    ``frontends`` and ``codegen`` packages included, wherever they are installed from), computed once
-    per process: a cached result that the code could have computed differently is not reused after
-    an edit or an upgrade, even when ``__version__`` stays the same.  Reading only ``stat`` keeps it at
-    about a millisecond.
+    """sha256 over the path and contents of every Python file of polytile (its ``frontends`` and
+    ``codegen`` packages included, wherever they are installed from), computed once per process: a
+    cached result that the code could have computed differently is not reused after an edit or an
+    upgrade, even when ``__version__`` stays the same.  About 5 ms; the packages are found without
+    importing them (so a specialization cache hit still imports no islpy).
 
     >>> len(code_fingerprint())
     64
@@ -30,9 +30,11 @@ def code_fingerprint() -> str:
                     for name in sorted(f for f in filenames if f.endswith(".py")):
                         path = os.path.join(dirpath, name)
                         try:
-                            st = os.stat(path)
+                            with open(path, "rb") as f:
+                                data = f.read()
                         except OSError:
                             continue
-                        h.update(f"{os.path.relpath(path, top)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                        h.update(os.path.relpath(path, top).encode() + b"\0")
+                        h.update(hashlib.sha256(data).digest())
         _fingerprint = h.hexdigest()
     return _fingerprint

@@ -164,6 +164,7 @@ SPECS: Dict[str, dict] = {
     "gesummv.c": dict(sizes={"n": 7}, scalars={"alpha": 1.5, "beta": 1.2}),
     "gramschmidt.c": dict(sizes={"m": 7, "n": 6}),
     "chained.c": dict(sizes={"n": 9}),
+    "doitgen.c": dict(sizes={"nr": 3, "nq": 4, "np": 5}),
 }
 
 

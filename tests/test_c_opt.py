@@ -58,6 +58,7 @@ OPT_SIZES: Dict[str, Optional[Dict[str, int]]] = {
     "atax.c": {"m": 45, "n": 38},
     "gesummv.c": {"n": 45},
     "gramschmidt.c": {"m": 45, "n": 38},
+    "doitgen.c": {"nr": 5, "nq": 7, "np": 37},
     "chained.c": {"n": 45},
 }
 #: scalar arguments that follow the sizes (covariance's float_n is n as a double)
@@ -472,3 +473,17 @@ def test_parallel_loops_too_small_for_a_region_stay_sequential(tmp_path):
     r = subprocess.run([GCC, "-O2", "-fopenmp", "-Werror", "-c", "-o", str(tmp_path / "d.o"), str(out)],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_an_untiled_nest_gets_a_unit_stride_innermost_loop():
+    """doitgen's sum[] carries every outer loop, so nothing is tiled or parallel; the reduction's loops
+    are permuted so the innermost walks C4 and sum with unit stride (bitwise: each sum[p] still adds
+    s = 0, 1, ... in order; test_optimised_kernel_is_bitwise_identical[doitgen.c] runs it)."""
+    import re
+
+    text = optimize_c(KERNELS / "doitgen.c")
+    assert "reorder(stmt='S1'" in text
+    for m in re.finditer(r"\{ (const long [^{}]*?)sum\[p\] \+= A", text):
+        inner = re.findall(r"for \(long (c\d+) ", text[:m.start()])[-1]
+        binds = dict(re.findall(r"const long (\w+) = ([^;]+);", m.group(1)))
+        assert inner in binds["p"] and inner not in binds["s"], (inner, binds)

@@ -19,8 +19,9 @@ from ..scheduling import PARALLEL, SIMD, Schedule, auto_parallel
 from ..scheduling import distribute as distribute_step
 from ..scheduling import fuse as fuse_step
 from ..scheduling import skew as skew_step
+from ..scheduling import reorder as reorder_step
 from ..scheduling import vectorize as vectorize_step
-from .loop_facts import _REFUSED, _carried_any, _unit_stride
+from .loop_facts import _REFUSED, _carried_any, _unit_stride, vectorisable
 
 
 def parallelise(s: Schedule, tiled: Sequence[Tuple[List[str], str, List[str]]], notes: List[str],
@@ -45,6 +46,40 @@ def parallelise(s: Schedule, tiled: Sequence[Tuple[List[str], str, List[str]]], 
             notes.append(f"no wavefront for {rep}: {str(e).splitlines()[0]}")
     s = auto_parallel(s)
     return s.check("parallel marks")
+
+
+def unit_stride_innermost(s: Schedule, notes: List[str]) -> Schedule:
+    """Give each statement of the deepest nests an innermost loop it can vectorise, where a loop permutation
+    that keeps every dependence (the in-order reductions included) can.
+
+    For a statement whose innermost loop is strided or carries it into itself, the loops inside it are
+    tried innermost-first: the first ``L`` that, moved innermost (``reorder``, legality-checked), walks
+    the statement's arrays with unit stride and carries no dependence of it wins.  Each reduction cell
+    still accumulates in the original order, so results stay bitwise.
+
+    Before: ``for p: for s: sum[p] += A[r][q][s] * C4[s][p]``  (``s`` innermost: strided ``C4``, a chain)
+    After:  ``for s: for p: sum[p] += A[r][q][s] * C4[s][p]``  (``p`` innermost: unit stride, independent)
+    """
+    for name, ss in s.stmts:
+        loops = ss.loops()
+        if len(loops) < 2 or len(loops) < max(len(x.loops()) for _, x in s.stmts):
+            continue
+        inner_dim, _ = loops[-1]
+        if vectorisable(s, name, inner_dim):
+            continue
+        for k in range(len(loops) - 2, -1, -1):
+            moved = loops[k][1]
+            order = [n for _, n in loops[k:] if n != moved] + [moved]
+            try:
+                t = reorder_step(s, name, order).check("unit-stride innermost loop")
+            except _REFUSED:
+                continue
+            t_loops = t.table[name].loops()
+            if t_loops and vectorisable(t, name, t_loops[-1][0]):
+                notes.append(f"loop {moved} of {name} moved innermost: unit stride, no dependence carried")
+                s = t
+                break
+    return s
 
 
 def _innermost_groups(s: Schedule) -> List[Tuple[List[str], int]]:

@@ -31,7 +31,6 @@ import functools
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..config import debug_log
@@ -40,7 +39,7 @@ from ..frontends.c import CScop
 from ..frontends.c.source import check_cpp_args, load
 from ..runtime.json_cache import json_get, json_path, json_put
 from ..scheduling import Step
-from ..version import __version__
+from ..version import __version__, code_fingerprint
 from . import region, tiling
 from .region import RegionResult
 
@@ -65,21 +64,9 @@ class OptCacheStats:
 stats = OptCacheStats()
 
 
-@functools.lru_cache(maxsize=None)
 def _code_digest() -> str:
     """sha256 over polytile's Python sources (the package, the C frontend and the code generator)."""
-    from ..codegen import c as c_codegen
-    from ..frontends.c import source as c_source
-
-    # polytile/, frontends/ and codegen/ (installed, the last two are inside the first: read twice, no harm).
-    roots = [Path(__file__).resolve().parents[1], Path(c_source.__file__).resolve().parents[1],
-             Path(c_codegen.__file__).resolve().parent]
-    h = hashlib.sha256()
-    for root in roots:
-        for f in sorted(root.rglob("*.py")):
-            h.update(f.relative_to(root).as_posix().encode() + b"\0")
-            h.update(hashlib.sha256(f.read_bytes()).digest())
-    return h.hexdigest()
+    return code_fingerprint()
 
 
 @functools.lru_cache(maxsize=None)

@@ -21,7 +21,7 @@ from ..scheduling import PARALLEL, SIMD, Schedule, automatic, initial
 from .index_sets import split_index_sets
 from .loop_facts import _REFUSED, vectorisable
 from ..cost.parallel_work import drop_small_parallel
-from .marks import distribute_innermost, parallelise, vector_order, vectorise
+from .marks import distribute_innermost, parallelise, unit_stride_innermost, vector_order, vectorise
 from .tiling import tile_bands
 
 
@@ -84,6 +84,10 @@ def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int, size
         tiled: List = []
         if cap != "untiled":
             s, tiled = tile_bands(s, l2_bytes, local, cap=cap)
+        if not tiled:
+            # Tiled bands get their point loops ordered by tile_bands; a nest left untiled (doitgen's,
+            # whose temporary sum[] carries every outer loop) may still need a permutation.
+            s = unit_stride_innermost(s, local)
         if parallel:
             s = parallelise(s, tiled, local, wavefront=wave)
             s = drop_small_parallel(s, local, sizes=sizes)
