@@ -1,0 +1,57 @@
+"""The register micro-kernel chosen per hardware descriptor (issue 14): its shape follows the descriptor's
+vector width, and the kernel is right on odd shapes (partial register blocks and tiles at every edge)
+for every element type the register tiles hold, against the numpy oracle."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytile
+from polytile import autotile, hardware
+
+DESCRIPTORS = ["x86-avx2", "x86-avx512", "host"]
+DTYPES = ["float32", "float64", "int32", "int64"]
+PROGRAMS = {
+    # (program, dims): sizes that are not multiples of any block, larger than one tile
+    "matmul": ("examples/matmul.tile", "M=37,N=53,K=29"),
+    "conv2d": ("examples/conv2d.tile", "N=1,H=13,W=21,CI=19,KH=3,KW=3,CO=35"),
+    "batched": ("examples/batched_matmul.tile", "NB=3,M=19,N=41,K=17"),
+}
+
+
+def _inputs(program, dims, dtype, seed=0):
+    prog = polytile.load_program(program)
+    shapes = polytile.shapes_from_dims(prog, polytile.parse_dims(dims))
+    rng = np.random.default_rng(seed)
+    # Small integers: every product and sum is exact in every dtype, so results compare exactly.
+    return [rng.integers(-3, 4, size=s).astype(dtype) for s in shapes]
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_the_register_block_follows_the_descriptor(name):
+    path, dims = PROGRAMS[name]
+    blocks = {}
+    for hw_name in ("x86-avx2", "x86-avx512"):
+        hw = hardware.load(hw_name)
+        _, chosen = autotile.autotile(polytile.schedule(path, dims=dims), hw)
+        assert chosen and chosen[0].regtile, (hw_name, chosen)
+        cfg = chosen[0]
+        assert cfg.lanes == hw.vector_lanes("float32") and cfg.nr % cfg.lanes == 0
+        # mr x nr/lanes accumulators plus operands fit the descriptor's vector registers
+        assert cfg.mr * (cfg.nr // cfg.lanes) + cfg.nr // cfg.lanes + 1 <= hw.vector_registers
+        blocks[hw_name] = (cfg.mr, cfg.nr, cfg.lanes)
+    assert blocks["x86-avx2"][2] == 8 and blocks["x86-avx512"][2] == 16
+
+
+@pytest.mark.parametrize("hw_name", DESCRIPTORS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_micro_kernels_match_the_oracle_on_odd_shapes(name, dtype, hw_name):
+    path, dims = PROGRAMS[name]
+    arrays = _inputs(path, dims, dtype)
+    k = polytile.compile(path, hardware=hw_name)
+    got = k(*arrays)
+    want = polytile.reference(path, *arrays)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+    assert "regtile" in k.specialize(*arrays).schedule.describe()
