@@ -18,11 +18,14 @@ around them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -170,3 +173,38 @@ def measured_peak_gflops() -> Optional[float]:
     fn.restype = ctypes.c_double
     fn.argtypes = [ctypes.c_long]
     return float(fn(20_000_000))
+
+
+# Pure interpreter arithmetic: one core's worth of demand, no memory traffic, no threads.  It
+# exits by itself when the benchmark dies without killing it (its parent changes).
+BUSY_CODE = """import os, sys
+parent = os.getppid()
+sys.stdout.write('ready\\n'); sys.stdout.flush()
+x = 1
+while os.getppid() == parent:
+    for _ in range(1000000):
+        x = (x * 1103515245 + 12345) % 2147483648
+"""
+
+
+@contextlib.contextmanager
+def busy_processes(n: int, settle: float = 0.5) -> Iterator[List[subprocess.Popen]]:
+    """``n`` processes spinning on arithmetic while the block runs; killed (and reaped) after it."""
+    procs: List[subprocess.Popen] = []
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen([sys.executable, "-c", BUSY_CODE], stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, text=True))
+        for p in procs:
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"busy process {p.pid} did not start (exit code {p.poll()})")
+        if procs:
+            time.sleep(settle)  # let the scheduler spread them before anything is timed
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            if p.stdout:
+                p.stdout.close()

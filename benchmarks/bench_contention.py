@@ -60,15 +60,13 @@ recorded in the JSON).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -105,41 +103,6 @@ def workloads() -> Dict[str, bench_all.Workload]:
 # ---------------------------------------------------------------------------
 # Busy processes and CPU accounting
 # ---------------------------------------------------------------------------
-
-# Pure interpreter arithmetic: one core's worth of demand, no memory traffic, no threads.  It
-# exits by itself when the benchmark dies without killing it (its parent changes).
-BUSY_CODE = """import os, sys
-parent = os.getppid()
-sys.stdout.write('ready\\n'); sys.stdout.flush()
-x = 1
-while os.getppid() == parent:
-    for _ in range(1000000):
-        x = (x * 1103515245 + 12345) % 2147483648
-"""
-
-
-@contextlib.contextmanager
-def busy_processes(n: int, settle: float = 0.5) -> Iterator[List[subprocess.Popen]]:
-    """``n`` processes spinning on arithmetic while the block runs; killed (and reaped) after it."""
-    procs: List[subprocess.Popen] = []
-    try:
-        for _ in range(n):
-            procs.append(subprocess.Popen([sys.executable, "-c", BUSY_CODE], stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.PIPE, text=True))
-        for p in procs:
-            if p.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"busy process {p.pid} did not start (exit code {p.poll()})")
-        if procs:
-            time.sleep(settle)  # let the scheduler spread them before anything is timed
-        yield procs
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-            if p.stdout:
-                p.stdout.close()
-
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -223,7 +186,7 @@ def measure_level(make_subjects: Callable[[], List[bench_all.Subject]], nbusy: i
     """
     subjects = make_subjects()
     loads: List[List[float]] = []
-    with busy_processes(nbusy) as procs, CpuMeter(ours, [p.pid for p in procs]) as meter:
+    with _common.busy_processes(nbusy) as procs, CpuMeter(ours, [p.pid for p in procs]) as meter:
         warmup = args.warmup
         while True:
             loads += bench_all.measure_interleaved(subjects, args.rounds, warmup, args.gap, args.min_sample, {}, say)
@@ -494,7 +457,7 @@ def main(argv=None) -> int:
                                                      "min_sample_s": args.min_sample, "loads": args.loads,
                                                      "idle_threshold_cores": args.idle_threshold,
                                                      "retries": args.retries, "trials": args.trials,
-                                                     "seed": args.seed, "busy_process": BUSY_CODE,
+                                                     "seed": args.seed, "busy_process": _common.BUSY_CODE,
                                                      "max_slowdown": MAX_SLOWDOWN, "min_ratio_kept": MIN_RATIO_KEPT,
                                                      "ratio": "numpy (best baseline at the level) / polytile"}),
             "acceptance_pass": verdict, "workloads": records}

@@ -21,7 +21,9 @@ builds go to a temporary directory, or ``--workdir``).  The kernels are the
   where the gcc -O3 kernel takes over ``--slow-limit``; variants ``gcc-O3``
   (baseline), ``graphite``, ``polly`` (clang-14 or clang, when it works),
   ``polytile``, ``reassoc``; ``--rounds`` interleaved rounds in rotating order;
-  min, median, ratio = gcc-O3 median / variant median, geometric means.
+  min, median, ratio = gcc-O3 median / variant median, geometric means.  With
+  ``--busy N`` the rounds run beside N processes spinning on arithmetic (a
+  shared machine; the probes stay quiet).
 
 Prints the tables; writes JSON with provenance to ``benchmarks/results/polybench.json``.
 """
@@ -533,18 +535,8 @@ class Harness:
                  + ", ".join(f"{v.name} {'ok' if 'exe' in built[v.name] else 'FAILED'}" for v in variants))
         return built
 
-    def timing(self, kernels: Sequence[Kernel], variants: Sequence[Variant]) -> Dict[str, Any]:
-        baseline = variants[0]
-        chosen = {}
-        for k in kernels:  # one at a time: the probe is a measurement
-            chosen[k.name] = self.choose_dataset(k, baseline)
-            self.say(f"{k.name}: {chosen[k.name]['dataset']} ({chosen[k.name]['why']})")
-        items = [(k, chosen[k.name]["dataset"], list(variants)) for k in kernels]
-        prepared = dict(zip((k.name for k in kernels), self.map(self.prepare, items)))
-        times: Dict[str, Dict[str, List[Optional[float]]]] = {k.name: {v.name: [] for v in variants} for k in kernels}
-        errors = {k.name: {v.name: prepared[k.name][v.name]["error"] for v in variants
-                           if "error" in prepared[k.name][v.name]} for k in kernels}
-        rounds = []
+    def _rounds(self, kernels, variants, prepared, times, errors, rounds) -> None:
+        """The interleaved timing rounds: every variant of every kernel once per round, in rotated order."""
         for r in range(self.args.rounds):
             order = [(k, v) for k in rotate(kernels, r) for v in rotate(variants, r)]
             rounds.append({"round": r + 1, "order": [f"{k.name}/{v.name}" for k, v in order],
@@ -559,7 +551,22 @@ class Harness:
                     errors[k.name][v.name] = p.why("run") if not p.ok else "no time printed"
                 times[k.name][v.name].append(t)
                 self.say(f"round {r + 1}: {k.name} {v.name} " + (f"{t:.4f} s" if t is not None else "failed"))
-        out: Dict[str, Any] = {"rounds": rounds, "kernels": {}}
+
+    def timing(self, kernels: Sequence[Kernel], variants: Sequence[Variant]) -> Dict[str, Any]:
+        baseline = variants[0]
+        chosen = {}
+        for k in kernels:  # one at a time: the probe is a measurement
+            chosen[k.name] = self.choose_dataset(k, baseline)
+            self.say(f"{k.name}: {chosen[k.name]['dataset']} ({chosen[k.name]['why']})")
+        items = [(k, chosen[k.name]["dataset"], list(variants)) for k in kernels]
+        prepared = dict(zip((k.name for k in kernels), self.map(self.prepare, items)))
+        times: Dict[str, Dict[str, List[Optional[float]]]] = {k.name: {v.name: [] for v in variants} for k in kernels}
+        errors = {k.name: {v.name: prepared[k.name][v.name]["error"] for v in variants
+                           if "error" in prepared[k.name][v.name]} for k in kernels}
+        rounds = []
+        with _common.busy_processes(self.args.busy):
+            self._rounds(kernels, variants, prepared, times, errors, rounds)
+        out: Dict[str, Any] = {"rounds": rounds, "busy_processes": self.args.busy, "kernels": {}}
         for k in kernels:
             stats = {v.name: summarise(times[k.name][v.name]) for v in variants}
             base = stats[baseline.name]["median"]
@@ -665,6 +672,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_common.at_least(int, 1, "thread"), default=default_threads(),
                    help="OMP_NUM_THREADS of every run and N of -ftree-parallelize-loops=N "
                         "(default: $OMP_NUM_THREADS, else the core count)")
+    p.add_argument("--busy", type=_common.at_least(int, 0, "busy processes"), default=0,
+                   help="run the timing rounds beside this many busy processes (processes spinning on "
+                        "arithmetic, one core each; the dataset probes stay quiet): how each variant degrades "
+                        "on a shared machine")
     p.add_argument("--rtol", type=float, default=1e-6,
                    help="relative tolerance of --reassociate dumps (plus one unit of the last printed digit)")
     p.add_argument("--timeout", type=_common.at_least(float, 1, "seconds"), default=600.0,
@@ -720,7 +731,8 @@ def _run(args: argparse.Namespace, root: Path, work: Path, kernels: List[Kernel]
     clang = find_clang()
     variants, notes = ([], []) if args.skip_timing else make_variants(args.threads, h.gcc, clang, work)
     alias = h.alias_note(kernels[0])
-    print(f"PolyBench: {root} ({len(kernels)} kernels); OMP_NUM_THREADS={args.threads}")
+    print(f"PolyBench: {root} ({len(kernels)} kernels); OMP_NUM_THREADS={args.threads}"
+          + (f"; timing rounds beside {args.busy} busy process(es)" if args.busy else ""))
     print(alias)
     for note in notes:
         print(note)
@@ -775,7 +787,8 @@ def _run(args: argparse.Namespace, root: Path, work: Path, kernels: List[Kernel]
                    "timing_defines": ["-DPOLYBENCH_TIME", "-D<DATASET>_DATASET"],
                    "variants": {v.name: {"cc": v.cc, "flags": list(v.flags), "libs": list(v.libs),
                                          "source": v.source} for v in variants}},
-            alias_note=alias, notes=notes, rtol=args.rtol, rounds=args.rounds, load_average_end=_loadavg()),
+            alias_note=alias, notes=notes, rtol=args.rtol, rounds=args.rounds, busy_processes=args.busy,
+            load_average_end=_loadavg()),
         "kernels": [{"name": k.name, "category": k.category} for k in kernels],
         "correctness": checks,
         "timing": timing,
