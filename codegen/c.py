@@ -32,6 +32,7 @@ from polytile.errors import InternalError, ScheduleError
 from polytile.isl_parts import maps_of
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
+from polytile.codegen.c_threads import THREADS_CLAUSE
 from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, Reduction, RegTile, Simd, Unroll, decode, encode
 
 from . import microkernel, pack
@@ -80,6 +81,8 @@ class AstPrinter:
         self.min_parallel_work = min_parallel_work
         # Pack buffers shared by the threads with fewer elements are filled serially (generate()).
         self.min_parallel_copy = 0
+        # Appended to every parallel loop's pragma (generate_region's adaptive_threads).
+        self.thread_clause = ""
         self.scope: List[str] = []  # AST iterators of the enclosing loops
         self.outlined: List[cgen.Generable] = []  # parallel loop bodies as functions
         self.stmts: Dict[str, Statement] = scop.statement_map
@@ -224,7 +227,7 @@ class AstPrinter:
             if simd:
                 clause += " simd"
             clause += (" schedule(static, 1)" if cyclic else " schedule(static)") + self._reductions(par[0])
-            out.append(clause)
+            out.append(clause + self.thread_clause)
         elif simd:
             out.append("omp simd" + self._reductions(simd[0]))
         if unroll:
@@ -681,7 +684,7 @@ def _counters(build: isl.AstBuild, schedule: isl.Schedule, counter: str) -> isl.
 
 
 def generate_region(scop: Scop, schedule: isl.Schedule, counter: Optional[str] = None, *,
-                    min_parallel_work: Optional[int] = None) -> Tuple[str, List[str]]:
+                    min_parallel_work: Optional[int] = None, adaptive_threads: bool = False) -> Tuple[str, List[str]]:
     """Only the loop nest for ``scop`` (source-to-source output), plus notes.
 
     Statements with ``c_text`` are emitted as their own C code inside a block
@@ -690,13 +693,16 @@ def generate_region(scop: Scop, schedule: isl.Schedule, counter: Optional[str] =
     scalars are already declared.  The AST helper macros are guarded so the
     region can appear several times in one file.  With ``min_parallel_work``, innermost parallel
     loops with a run-time trip count start their parallel region only for that much work
-    (:meth:`AstPrinter._parallel_if`).
+    (:meth:`AstPrinter._parallel_if`).  With ``adaptive_threads``, every parallel loop takes
+    ``num_threads(pt_threads())`` (:mod:`.c_threads`; the file must then define ``pt_threads``).
     """
     if counter is None:
         counter = fresh_counter_prefix(_names_in(scop))
     build = _counters(isl.AstBuild.from_context(scop.context), schedule, counter)
     ast = build.node_from_schedule(schedule)
     printer = AstPrinter(scop, outline=False, min_parallel_work=min_parallel_work)
+    if adaptive_threads:
+        printer.thread_clause = THREADS_CLAUSE
     body = printer.node(ast)
     if printer.vector_types:
         raise InternalError("register tiles are not available in source-to-source output")

@@ -104,9 +104,15 @@ def _run_both(kernel: str, out: bytes, results, tmp_path: Path, rng):
     case = CASES[kernel]
     sizes = _sizes(path, case)
     assert results and all(r.text is not None for r in results)
-    # Only the regions changed: the bytes before the first and after the last are the original's.
+    # Only the regions changed: the bytes before the first and after the last are the original's
+    # (after the thread-count helper, put at the top exactly when some loop is parallel).
+    from polytile.codegen.c_threads import THREADS_CLAUSE, THREADS_PRELUDE
+
     raw = path.read_bytes()
-    assert out.startswith(raw[:results[0].cscop.start]) and out.endswith(raw[results[-1].cscop.end:])
+    helper = THREADS_PRELUDE.encode()
+    assert out.startswith(helper) == (THREADS_CLAUSE.encode() in out)
+    body = out[len(helper):] if out.startswith(helper) else out
+    assert body.startswith(raw[:results[0].cscop.start]) and body.endswith(raw[results[-1].cscop.end:])
     original = compile_so(tmp_path, "original", raw)
     new = compile_so(tmp_path, "optimised", out)
     concrete = extract(path, params=sizes, assume_no_alias=case.get("assume_no_alias", False))
@@ -487,3 +493,40 @@ def test_an_untiled_nest_gets_a_unit_stride_innermost_loop():
         inner = re.findall(r"for \(long (c\d+) ", text[:m.start()])[-1]
         binds = dict(re.findall(r"const long (\w+) = ([^;]+);", m.group(1)))
         assert inner in binds["p"] and inner not in binds["s"], (inner, binds)
+
+
+@needs_cc
+def test_the_thread_count_helper_builds_warning_free_and_obeys_its_settings(tmp_path):
+    """codegen.c_threads.THREADS_PRELUDE, as polytile opt puts it at the top of a file: -Wall -Wextra
+    -Werror clean; POLYTILE_NUM_THREADS pins the count; OMP_NUM_THREADS caps it; the count is at least 1."""
+    import os
+    import subprocess
+
+    from polytile.codegen.c_threads import THREADS_PRELUDE
+
+    src = tmp_path / "probe.c"
+    src.write_text(THREADS_PRELUDE + """
+int main(void)
+{
+  int i, n = 0;
+  for (i = 0; i < 3; i++) {  /* the first call, then re-estimates after the window */
+    struct timespec t = {0, 120000000};
+    n = pt_threads();
+    nanosleep(&t, 0);
+  }
+  printf("%d %d\\n", n, omp_get_max_threads());
+  return 0;
+}
+""")
+    exe = tmp_path / "probe"
+    subprocess.run([GCC, "-O2", "-Wall", "-Wextra", "-Werror", "-fopenmp", str(src), "-o", str(exe)], check=True)
+
+    def run(**env):
+        base = {k: v for k, v in os.environ.items() if k not in ("POLYTILE_NUM_THREADS", "OMP_NUM_THREADS")}
+        out = subprocess.run([str(exe)], env={**base, **env}, capture_output=True, text=True, check=True)
+        return tuple(int(x) for x in out.stdout.split())
+
+    n, most = run()
+    assert 1 <= n <= most
+    assert run(POLYTILE_NUM_THREADS="3")[0] == 3
+    assert run(OMP_NUM_THREADS="1") == (1, 1)

@@ -4,13 +4,16 @@
 per region; :func:`optimize_c` the new text.  Every byte outside the regions is
 kept.  With ``cache`` (:func:`optimize_c`'s default, ``polytile opt``'s), a file
 optimised before from the same input with the same options is served from the
-``opt`` cache (:mod:`.result_cache`) instead of being optimised again.
+``opt`` cache (:mod:`.result_cache`) instead of being optimised again.  A file
+whose regions have parallel loops also gets, at its top, the helper that picks
+each parallel region's thread count (:mod:`polytile.codegen.c_threads`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
+from ..codegen.c_threads import THREADS_CLAUSE, THREADS_PRELUDE
 from ..errors import ScheduleError
 from ..frontends.c import extract, splice
 from ..scheduling import FUSION, Step
@@ -65,6 +68,9 @@ def optimize_regions(path, *, tile: bool = True, parallel: bool = True, fusion: 
                for cs in regions]
     reps = [(r.cscop, r.text) for r in results if r.text is not None]
     out = splice(raw, reps) if reps else raw
+    if any(THREADS_CLAUSE in text for _, text in reps):
+        # The parallel loops' thread count (a helper at file scope: regions sit inside functions).
+        out = THREADS_PRELUDE.encode() + out
     if key is not None:
         result_cache.store(key, path, out, results)
     return out, results
@@ -99,8 +105,10 @@ def optimize_c(path, *, tile: bool = True, parallel: bool = True, fusion: str = 
     -- build the output with the same ones; ``schedule`` (a file saved by ``polytile schedule -o`` or a list
     of steps) replaces the automatic choices for every region; regions the
     frontend cannot model raise, or are left untouched with
-    ``skip_nonaffine=True``.  Bytes outside the regions are unchanged; a
-    file without regions comes back byte-identical.
+    ``skip_nonaffine=True``.  Bytes outside the regions are unchanged, except
+    the thread-count helper put at the top of a file with parallel loops
+    (``num_threads(pt_threads())``: idle cores, capped by ``OMP_NUM_THREADS``);
+    a file without regions comes back byte-identical.
 
     A file optimised before from the same input (its bytes and what the
     preprocessor makes of it) with the same options comes from the ``opt``

@@ -95,7 +95,8 @@ def _generate_bounded(scop, s: Schedule, max_ops: Optional[int], separate: bool 
             ctx.set_max_operations(max_ops)
             ctx.reset_operations()
         try:
-            return json.dumps(generate_region(scop, tree, prefix, min_parallel_work=min_parallel_work()))
+            return json.dumps(generate_region(scop, tree, prefix, min_parallel_work=min_parallel_work(),
+                                              adaptive_threads=True))
         finally:
             if max_ops:
                 ctx.set_max_operations(old)

@@ -1,0 +1,126 @@
+"""The thread count of a parallel region in ``polytile opt`` output: the C twin of :mod:`polytile.runtime.threads`.
+
+Generated C runs in the user's program, outside polytile's runtime, so the helper that gives each
+``#pragma omp parallel for`` its ``num_threads(pt_threads())`` is emitted into the file (once, at its
+top, guarded).  It follows the runtime's rule: at most ``omp_get_max_threads()`` (so ``OMP_NUM_THREADS``
+caps it), fewer when other processes keep cores busy -- busy over the last 0.1 s (``/proc/stat`` minus
+this process's CPU time) *and* runnable now (``procs_running`` minus this process's running threads);
+``POLYTILE_NUM_THREADS`` pins it; without ``/proc`` it is ``omp_get_max_threads()``.  Statically split
+loops wait at every barrier for a thread that lost its core: beside one busy process on two cores,
+PolyBench's atax ran 12x slower than gcc's serial code (benchmarks/README.md).
+
+    >>> "static int pt_threads(void)" in THREADS_PRELUDE
+    True
+"""
+
+#: Emitted at the top of an optimised file whose regions have parallel loops (``-fopenmp`` builds only).
+THREADS_PRELUDE = r"""/* polytile: the thread count of each parallel region below (polytile.codegen.c_threads). */
+#ifndef PT_THREADS_DEFINED
+#define PT_THREADS_DEFINED
+#ifdef _OPENMP
+#include <dirent.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+static double pt_seconds(clockid_t clock)
+{
+  struct timespec t;
+  clock_gettime(clock, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+static int pt_own_running(void)
+{
+  DIR *d = opendir("/proc/self/task");
+  struct dirent *e;
+  int n = 0;
+  if (!d)
+    return 1;
+  while ((e = readdir(d)) != NULL) {
+    char path[64], buf[512];
+    FILE *f;
+    size_t k;
+    char *p;
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf(path, sizeof path, "/proc/self/task/%.20s/stat", e->d_name);
+    f = fopen(path, "r");
+    if (!f)
+      continue;
+    k = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[k] = 0;
+    p = strrchr(buf, ')');
+    if (p && p[1] == ' ' && p[2] == 'R')
+      n++;
+  }
+  closedir(d);
+  return n > 0 ? n : 1;
+}
+static int pt_threads(void)
+{
+  static int mode = -1, last_n = 1;
+  static double last_t = -1.0, last_busy = 0.0, last_own = 0.0;
+  int max = omp_get_max_threads(), ncpu = 0, running = -1;
+  double now, busy, own, tick;
+  unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  char line[512];
+  FILE *f;
+  if (mode < 0) {
+    const char *pin = getenv("POLYTILE_NUM_THREADS");
+    mode = 1;
+    if (pin && atoi(pin) > 0) {
+      mode = 0;
+      last_n = atoi(pin);
+    }
+  }
+  if (mode == 0)
+    return last_n;
+  now = pt_seconds(CLOCK_MONOTONIC);
+  if (last_t >= 0.0 && now - last_t < 0.1)
+    return last_n < max ? last_n : max;
+  f = fopen("/proc/stat", "r");
+  if (!f || !fgets(line, sizeof line, f) ||
+      sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+             &v[6], &v[7]) < 4) {
+    if (f)
+      fclose(f);
+    mode = 0;
+    last_n = max;
+    return max;
+  }
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "cpu", 3) == 0 && line[3] >= '0' && line[3] <= '9')
+      ncpu++;
+    else if (strncmp(line, "procs_running ", 14) == 0)
+      running = atoi(line + 14);
+  }
+  fclose(f);
+  /* busy = user + nice + system + irq + softirq (not idle, iowait or steal) */
+  busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6]);
+  own = pt_seconds(CLOCK_PROCESS_CPUTIME_ID);
+  tick = (double)sysconf(_SC_CLK_TCK);
+  if (last_t >= 0.0 && ncpu > 0 && tick > 0) {
+    double others = ((busy - last_busy) / tick - (own - last_own)) / (now - last_t);
+    int lately = others > 0.0 ? (int)(others + 0.5) : 0;
+    int busy_now = running >= 0 ? running - pt_own_running() : lately;
+    int taken = lately < busy_now ? lately : busy_now;
+    last_n = ncpu - (taken > 0 ? taken : 0);
+    if (last_n < 1)
+      last_n = 1;
+  } else {
+    last_n = max;
+  }
+  last_t = now;
+  last_busy = busy;
+  last_own = own;
+  return last_n < max ? last_n : max;
+}
+#endif
+#endif
+"""
+
+#: The clause every parallel loop of ``polytile opt`` output carries (with ``-fopenmp``).
+THREADS_CLAUSE = " num_threads(pt_threads())"
