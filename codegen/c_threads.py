@@ -5,6 +5,7 @@ Generated C runs in the user's program, outside polytile's runtime, so the helpe
 top, guarded).  It follows the runtime's rule: at most ``omp_get_max_threads()`` (so ``OMP_NUM_THREADS``
 caps it), fewer when other processes keep cores busy -- busy over the last 0.1 s (``/proc/stat`` minus
 this process's CPU time) *and* runnable now (``procs_running`` minus this process's running threads);
+with no history yet (the first region of a short program), runnable now alone;
 ``POLYTILE_NUM_THREADS`` pins it; without ``/proc`` it is ``omp_get_max_threads()``.  Statically split
 loops wait at every barrier for a thread that lost its core: beside one busy process on two cores,
 PolyBench's atax ran 12x slower than gcc's serial code (benchmarks/README.md).
@@ -108,6 +109,12 @@ static int pt_threads(void)
     int busy_now = running >= 0 ? running - pt_own_running() : lately;
     int taken = lately < busy_now ? lately : busy_now;
     last_n = ncpu - (taken > 0 ? taken : 0);
+    if (last_n < 1)
+      last_n = 1;
+  } else if (ncpu > 0 && running >= 0) {
+    /* No history yet (a short program's first region): the threads of others runnable right now. */
+    int busy_now = running - pt_own_running();
+    last_n = ncpu - (busy_now > 0 ? busy_now : 0);
     if (last_n < 1)
       last_n = 1;
   } else {
