@@ -88,6 +88,18 @@ def test_runnable_threads_of_our_own_are_not_a_neighbour():
     assert est.threads() == 2  # only ours are runnable now
 
 
+def test_the_first_call_counts_the_neighbours_runnable_now():
+    m = FakeMachine(cpus=2, stat_cpus=2)
+    m.running, m.mine = 2, 1  # one other thread runnable: a busy neighbour
+    assert m.estimator().threads() == 1
+    m.running, m.mine = 3, 2  # our own second thread is no neighbour
+    assert m.estimator().threads() == 1
+    m.running, m.mine = 1, 1
+    assert m.estimator().threads() == 2
+    m.running = None  # no procs_running: every core
+    assert m.estimator().threads() == 2
+
+
 def test_a_neighbour_runnable_now_but_idle_lately_does_not_cost_threads():
     # One runnable thread at the instant of the read says little (a process that just woke up);
     # the window's average must agree.

@@ -24,6 +24,9 @@ bounded by the threads of other processes runnable right now
     others  = min(round(others_busy_cores_lately), others_runnable_now)
     threads = clamp(cpus - others, 1, cpus)
 
+The first call of a process has no window yet and counts ``others_runnable_now`` alone (the same
+rule as the C helper of ``polytile opt`` output, :mod:`polytile.codegen.c_threads`).
+
 Pinned counts win: ``POLYTILE_NUM_THREADS`` (``config.num_threads``) is set
 for every call; with ``OMP_NUM_THREADS`` in the environment, OpenMP's own
 choice is left alone.  Where ``/proc/stat`` does not describe this
@@ -157,6 +160,9 @@ class IdleCores:
                 lately = int(max(0.0, ((busy - busy0) / self._tick - (own - own0)) / wall) + 0.5)
                 others = lately if running is None else min(lately, max(0, running - mine))
                 self._threads = max(1, min(self.cpus, self.cpus - others))
+            elif running is not None:
+                # No history yet (the process's first call): the other processes' threads runnable now.
+                self._threads = max(1, min(self.cpus, self.cpus - max(0, running - mine)))
             self._last = (now, busy, own)
             return self._threads
 
