@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -67,10 +65,6 @@ def specialization_key(program: ir.Program, shapes, dtypes, sizes, options: Opti
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-_ENTRY_KEY = re.compile(r"[0-9a-f]{64}")
-_LIB_NAME = re.compile(r"[A-Za-z0-9_]{1,64}")
-
-
 def _cached_launcher(key: str) -> Optional[Launcher]:
     """The launcher stored under ``key``, or None (no document, or its library is gone or damaged)."""
     doc = runtime.json_get(NAMESPACE, key)
@@ -80,15 +74,13 @@ def _cached_launcher(key: str) -> Optional[Launcher]:
     try:
         plan = CallPlan.from_json(doc["plan"])
         entry, name = str(doc["entry"]), str(doc["name"])
-        if not (_ENTRY_KEY.fullmatch(entry) and _LIB_NAME.fullmatch(name)):
-            raise ValueError("not a kernel cache entry")
         # The library's place is rebuilt from the entry, never taken from the document, and checked
         # as a lookup of the kernel cache would (no symbolic links, private directories, manifest).
-        kdir = root / entry[:2] / entry
-        problem = runtime.check_entry(kdir, name)
+        lib = runtime.entry_library(root, entry, name)
+        problem = runtime.check_entry(lib.parent, name)
         if problem is not None:
             raise CacheError(problem)
-        launcher = Launcher(plan, runtime.load(kdir / f"lib{name}.so").function(plan.entry, len(plan.params)))
+        launcher = Launcher(plan, runtime.load(lib).function(plan.entry, len(plan.params)))
     except (KeyError, TypeError, ValueError, CacheError, PolytileError, InternalError) as exc:
         # Damaged, evicted or replaced: build again (which also replaces a damaged library).
         debug_log(1, "runtime", f"specialization {key[:12]}: not usable ({exc}); compiling")
@@ -99,12 +91,10 @@ def _cached_launcher(key: str) -> Optional[Launcher]:
 
 
 def _store(key: str, spec: Specialization, plan: CallPlan) -> None:
-    lib = Path(spec.library_path)
-    entry, name = lib.parent.name, lib.name[3:-3]
-    if not (lib.name.startswith("lib") and lib.name.endswith(".so") and _ENTRY_KEY.fullmatch(entry)
-            and _LIB_NAME.fullmatch(name)):
+    found = runtime.entry_of(spec.library_path)
+    if found is None:
         return  # not a kernel cache entry (none today): not recorded
-    runtime.json_put(NAMESPACE, key, {"entry": entry, "name": name, "plan": plan.to_json()})
+    runtime.json_put(NAMESPACE, key, {"entry": found[0], "name": found[1], "plan": plan.to_json()})
 
 
 class Kernel:
@@ -263,6 +253,7 @@ def compile(source: SourceLike, target: str = "openmp", **options) -> Kernel:  #
     """Compile a Tile program (text, path or Program) into a shape-polymorphic :class:`Kernel`.
 
     >>> k = compile("examples/matmul.tile")
+    >>> A = np.ones((4, 3), np.float32); B = np.ones((3, 5), np.float32)
     >>> C = k(A, B)                # specialises on A.shape/B.shape/dtypes, compiles (cached), runs
 
     Options (all keyword; every one is part of the kernel cache key):

@@ -90,8 +90,8 @@ class Options:
 def load_hardware(name):
     """A hardware descriptor by preset name or file, loaded once per process (an object as is).
 
-    >>> load_hardware("x86-avx2").name
-    'x86-avx2'
+    >>> load_hardware("x86-avx2").simd_width_bits
+    256
     """
     from . import hardware
 

@@ -64,11 +64,6 @@ class OptCacheStats:
 stats = OptCacheStats()
 
 
-def _code_digest() -> str:
-    """sha256 over polytile's Python sources (the package, the C frontend and the code generator)."""
-    return code_fingerprint()
-
-
 @functools.lru_cache(maxsize=None)
 def _library_versions() -> Dict[str, Optional[str]]:
     from importlib import metadata
@@ -91,7 +86,7 @@ def key_for(path, raw: bytes, cpp_args: Sequence[str], *, l2_bytes: int, steps: 
     """
     src = load(str(path), cpp_args)
     payload = {
-        "what": "polytile-opt", "format": FORMAT, "version": __version__, "code": _code_digest(),
+        "what": "polytile-opt", "format": FORMAT, "version": __version__, "code": code_fingerprint(),
         "libraries": _library_versions(), "path": str(path),
         "source": hashlib.sha256(raw).hexdigest(),
         "preprocessed": hashlib.sha256(src.parse_text.encode("utf-8", "surrogateescape")).hexdigest(),

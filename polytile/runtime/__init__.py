@@ -25,8 +25,8 @@ stored by namespace and key with the same checks: :func:`json_get`,
 :func:`json_put`, :func:`json_path` (:mod:`polytile.runtime.json_cache`).
 """
 from polytile.runtime.cache import (
-    DEFAULT_CUDA_FLAGS, Stats, build, cache_key, check_entry, check_root, clear, evict, info, manifest_path,
-    sanitize_name, stats, verify,
+    DEFAULT_CUDA_FLAGS, Stats, build, cache_key, check_entry, check_root, clear, entry_library, entry_of, evict,
+    info, manifest_path, sanitize_name, stats, verify,
 )
 from polytile.runtime.compiler import compiler_version, resolve_compiler
 from polytile.runtime.json_cache import json_counts, json_get, json_path, json_put, json_verify
@@ -42,6 +42,8 @@ __all__ = [
     "check_entry",
     "check_root",
     "clear",
+    "entry_library",
+    "entry_of",
     "evict",
     "compiler_version",
     "info",

@@ -99,6 +99,40 @@ def sanitize_name(name_hint: str) -> str:
     return name or "kernel"
 
 
+_NAME_RE = re.compile(rf"[A-Za-z0-9_]{{1,{_MAX_NAME}}}")
+
+
+def entry_library(root: os.PathLike | str, key: str, name: str) -> Path:
+    """Where the library of entry ``key`` named ``name`` lives: ``<root>/<key[:2]>/<key>/lib<name>.so``.
+
+    Raises ValueError for a key or name that is not one this cache makes (so a path built from
+    outside data can only name an entry).
+
+    >>> entry_library("/c", "ab" * 32, "mm").as_posix()[:12]
+    '/c/ab/ababab'
+    """
+    if not (_KEY_RE.match(key) and _NAME_RE.fullmatch(name)):
+        raise ValueError(f"not a kernel cache entry: key {key!r}, name {name!r}")
+    return Path(root) / key[:2] / key / f"lib{name}.so"
+
+
+def entry_of(lib_path: os.PathLike | str) -> Optional[Tuple[str, str]]:
+    """``(key, name)`` of a library at its place in the cache layout (:func:`entry_library`), else None.
+
+    >>> entry_of(entry_library("/c", "ab" * 32, "mm")) == ("ab" * 32, "mm")
+    True
+    """
+    p = Path(lib_path)
+    key, fname = p.parent.name, p.name
+    if not (fname.startswith("lib") and fname.endswith(".so") and p.parent.parent.name == key[:2]):
+        return None
+    try:
+        entry_library(p.parent.parent.parent, key, fname[3:-3])
+    except ValueError:
+        return None
+    return key, fname[3:-3]
+
+
 def cache_key(source: str, lang: str, flags: Sequence[str], compiler_path: str, compiler_ver: str) -> str:
     """sha256 hex digest identifying one compiled library.
 
@@ -488,9 +522,9 @@ def build(
 
     compiler_path = resolve_compiler(cc, lang)
     key = cache_key(source, lang, flags, compiler_path, compiler_version(compiler_path, lang))
-    fan = root / key[:2]
-    kdir = fan / key
-    lib_path = kdir / f"lib{name}.so"
+    lib_path = entry_library(root, key, name)
+    kdir = lib_path.parent
+    fan = kdir.parent
     src_path = kdir / f"{name}{_SUFFIX[lang]}"
 
     problem = check_entry(kdir, name, key)
@@ -684,7 +718,9 @@ def evict(max_bytes: int, cache_dir: Optional[os.PathLike | str] = None, *, keep
     and optimiser results, specialisations) are small and stay; a specialisation whose library was
     evicted is compiled again on use.
 
-    >>> evict(0)            # doctest: +SKIP   (empties the kernel part of the cache)
+    Bound 0 empties the kernel part of the cache:
+
+    >>> evict(0)            # doctest: +SKIP
     """
     root = check_root(get_config().cache_dir if cache_dir is None else cache_dir)
     dirs = {}
