@@ -21,9 +21,8 @@ the one the cost model predicts fastest.
 """
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass, replace
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -202,6 +201,53 @@ class PackPlan:
 PACK_BUDGET = 1 << 20
 
 
+@dataclass(frozen=True)
+class _PackOperand:
+    """A load :func:`pack_plan` may pack: along the register tile's rows (``rows``) or columns."""
+
+    array: str
+    axis: int  # the index position that moves with the block loop
+    rows: bool
+    uses: frozenset  # iterators of the whole index
+    dim_iters: Tuple[Tuple[str, ...], ...]  # iterators of each index position
+    shape: Tuple[int, ...]
+    itemsize: int
+
+
+def _pack_operands(s: Schedule, r: Roles) -> List[_PackOperand]:
+    """The statement's loads that are row- or column-operands of its register tile, in body order.
+
+    They depend on the statement and its roles only, so they are kept with the roles (a ranking
+    asks for them once per configuration)."""
+    memo = r.__dict__.get("_pack_operands")
+    if memo is not None and memo[0] is s.scop:
+        return memo[1]
+    st = s.scop.statement(r.stmt)
+    reds = set(r.reductions) | {r.k}
+    out: List[_PackOperand] = []
+    for ld in B.loads(st.body.value):
+        if ld.array == st.body.array:
+            continue
+        dim_iters = tuple(tuple(sorted({x.name for x in B.walk(e) if isinstance(x, B.Iter)})) for e in ld.index)
+        uses = frozenset(v for d in dim_iters for v in d)
+        di, dj = r.i in uses, r.j in uses
+        if di == dj:
+            continue  # neither a row- nor a column-operand of the register tile
+        it = r.i if di else r.j
+        axes = [d for d, its in enumerate(dim_iters) if it in its]
+        if len(axes) != 1:
+            continue
+        if set(dim_iters[axes[0]]) & reds:
+            continue  # e.g. w + kw: the block's rows shift with the reduction
+        if len(ld.index) < 2:
+            continue  # a vector operand is one stream already
+        arr = s.scop.array(ld.array)
+        out.append(_PackOperand(ld.array, axes[0], di, uses, dim_iters, tuple(arr.shape),
+                                np.dtype(arr.dtype).itemsize))
+    r.__dict__["_pack_operands"] = (s.scop, out)  # a cache, not a field: Roles stays frozen
+    return out
+
+
 def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> List[PackPlan]:
     """Operand panels of ``cfg``'s register tile worth packing, and the loop to pack each at.
 
@@ -225,10 +271,8 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
     if r is None or not cfg.regtile:
         return []
     budget = PACK_BUDGET if budget is None else budget
-    st = s.scop.statement(r.stmt)
     E = r.extents
     names = blocked_order(r, cfg)
-    reds = set(r.reductions) | {r.k}
     tile_of = {f"{r.i}_t": r.i, f"{r.j}_t": r.j, f"{r.k}_t": r.k,
                f"{r.i}_t1": r.i, f"{r.j}_t1": r.j, **{v: v for v in r.outer}}
     trip = _trips(r, cfg)
@@ -251,43 +295,29 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
 
     plans: List[PackPlan] = []
     seen = set()
-    for ld in B.loads(st.body.value):
-        if ld.array in seen or ld.array == st.body.array:
+    for op in _pack_operands(s, r):
+        if op.array in seen:
             continue
-        uses = {x.name for e in ld.index for x in B.walk(e) if isinstance(x, B.Iter)}
-        di, dj = r.i in uses, r.j in uses
-        if di == dj:
-            continue  # neither a row- nor a column-operand of the register tile
-        it, block = (r.i, cfg.mr) if di else (r.j, cfg.nr)
-        axes = [d for d, e in enumerate(ld.index) if any(isinstance(x, B.Iter) and x.name == it for x in B.walk(e))]
-        if len(axes) != 1:
-            continue
-        e = ld.index[axes[0]]
-        e_iters = {x.name for x in B.walk(e) if isinstance(x, B.Iter)}
-        if e_iters & reds:
-            continue  # e.g. w + kw: the block's rows shift with the reduction
-        if len(ld.index) < 2:
-            continue  # a vector operand is one stream already
+        block = cfg.mr if op.rows else cfg.nr
         # Where to copy: the loop position with the least copying over the run
         # (copies x panel size), among panels that stay cached and are re-read enough;
         # equal volumes prefer the smaller panel (copied nearer its use).
-        arr = s.scop.array(ld.array)
         best = None
         for p in range(len(positions)):
             elements = 1
-            for d, ex in enumerate(ld.index):
+            for iters, extent in zip(op.dim_iters, op.shape):
                 size = 1
-                for v in {x.name for x in B.walk(ex) if isinstance(x, B.Iter)}:
+                for v in iters:
                     size += extent_inside(v, p) - 1
-                elements *= min(size, arr.shape[d])
-            if elements * np.dtype(arr.dtype).itemsize > budget:
+                elements *= min(size, extent)
+            if elements * op.itemsize > budget:
                 continue
             copies = 1
             for n in positions[:p + 1]:
                 copies *= trip.get(n, 1)
             reuse = 1
             for n in names[p + 1:]:
-                if n in trip and tile_of[n] not in uses:
+                if n in trip and tile_of[n] not in op.uses:
                     reuse *= trip[n]
             if reuse < PACK_MIN_REUSE:
                 continue
@@ -297,8 +327,8 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
         if best is None:
             continue
         _, loop, reuse, elements, copies = best
-        plans.append(PackPlan(ld.array, axes[0], block, loop, reuse, elements, copies))
-        seen.add(ld.array)
+        plans.append(PackPlan(op.array, op.axis, block, loop, reuse, elements, copies))
+        seen.add(op.array)
     return plans
 
 
@@ -387,19 +417,16 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
                     if kc * nc * item > l3 // 2:
                         continue
                     for order in ("jki", "kji", "ijk", "ikj", "kij"):
-                        par = parallel_loop(order, mc, nc, mr, nr)
-                        out.append(TileConfig(r.stmt, r.i, r.j, r.k, mc, nc, kc, mr, nr, lanes, order, par))
-    # Deduplicate (clamped sizes collide) and keep the set manageable.
-    seen, uniq = set(), []
-    for c in out:
-        if c not in seen:
-            seen.add(c)
-            uniq.append(c)
+                        out.append((mc, nc, kc, mr, nr, order))
+    # Deduplicate (clamped sizes collide) and keep the set manageable.  The parallel loop is a
+    # function of the other fields, so it is worked out only for the configurations kept.
+    uniq = list(dict.fromkeys(out))
     if len(uniq) > limit:
         rng = np.random.default_rng(0)
         idx = sorted(rng.choice(len(uniq), size=limit, replace=False))
         uniq = [uniq[k] for k in idx]
-    return uniq
+    return [TileConfig(r.stmt, r.i, r.j, r.k, mc, nc, kc, mr, nr, lanes, order, parallel_loop(order, mc, nc, mr, nr))
+            for mc, nc, kc, mr, nr, order in uniq]
 
 
 def contraction_statements(s: Schedule) -> List[str]:
@@ -416,12 +443,16 @@ def autotile(s: Schedule, hw, *, predict=None) -> Tuple[Schedule, List[TileConfi
     """
     from . import cost
 
-    predict = predict or (lambda sched, cfg: cost.predict_config(sched, cfg, hw).time_s)
+    bound = None
+    if predict is None:
+        predict = lambda sched, cfg: cost.predict_config(sched, cfg, hw).time_s  # noqa: E731
+        bound = lambda c: cost.config_bound(s, c, hw)  # noqa: E731
     chosen: List[TileConfig] = []
     if not isinstance(hw, CPUDescriptor):
         return s, chosen
     for st in contraction_statements(s):
-        ranked = rank(s, candidates(s, st, hw), lambda c: predict(s, c))
+        # Only the first three are tried; the bound spares predicting the configurations that cannot be among them.
+        ranked = rank(s, candidates(s, st, hw), lambda c: predict(s, c), bound=bound, need=3)
         for cfg in ranked[:3]:
             try:
                 s = apply(s, cfg)
@@ -439,7 +470,8 @@ def autotile(s: Schedule, hw, *, predict=None) -> Tuple[Schedule, List[TileConfi
 TIE = 0.02
 
 
-def rank(s: Schedule, configs: Sequence[TileConfig], predict) -> List[TileConfig]:
+def rank(s: Schedule, configs: Sequence[TileConfig], predict, *, bound=None,
+         need: Optional[int] = None) -> List[TileConfig]:
     """Configurations best first: by predicted time, ties broken by how well packing serves them.
 
     Among configurations predicted within :data:`TIE` of each other, prefer
@@ -455,7 +487,13 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict) -> List[TileConfig
     elements copied into packed panels over the run.  The time prediction,
     already at the compute bound for such configurations, does not tell these
     apart; measurements do (see benchmarks/bench_gemm.py).
+
+    With ``bound`` (a lower bound of ``predict``, e.g. ``cost.config_bound``) and ``need``, only the
+    first ``need`` entries (completed to their tie group) are returned, the same as the full
+    ranking's, and configurations the bound rules out are never predicted.
     """
+    if bound is not None and need is not None:
+        return _rank_bounded(s, configs, predict, bound, need)
     timed = [(predict(c), k, c) for k, c in enumerate(configs)]
     timed.sort(key=lambda x: (x[0], x[1]))
     out: List[TileConfig] = []
@@ -464,25 +502,74 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict) -> List[TileConfig
         best = rest[0][0]
         tie = [x for x in rest if x[0] <= best * (1 + TIE)]
         rest = [x for x in rest if x[0] > best * (1 + TIE)]
-        out += [x[2] for x in sorted(tie, key=lambda x: (structure_key(s, x[2]), x[0], x[1]))]
+        out += _break_tie(s, tie)
+    return out
+
+
+def _break_tie(s: Schedule, tie: List[Tuple[float, int, TileConfig]], need: Optional[int] = None) -> List[TileConfig]:
+    """``tie`` ordered by :func:`structure_key` (then time, then position); with ``need``, only its first
+    ``need``: the key is lexicographic, so a configuration whose first entry is worse than the
+    ``need``-th best first entry cannot be among them and is spared its packing plan."""
+    if len(tie) == 1:
+        return [tie[0][2]]
+    if need is not None and len(tie) > need:
+        first = [_full_blocks_key(s, x[2]) for x in tie]
+        cut = sorted(first)[need - 1]
+        tie = [x for x, f in zip(tie, first) if f <= cut]
+    out = [x[2] for x in sorted(tie, key=lambda x: (structure_key(s, x[2]), x[0], x[1]))]
+    return out if need is None else out[:need]
+
+
+def _rank_bounded(s: Schedule, configs: Sequence[TileConfig], predict, bound, need: int) -> List[TileConfig]:
+    """The first ``need`` (or a few more) entries of ``rank(s, configs, predict)``, predicting only
+    configurations whose lower ``bound`` could place them there.
+
+    Exact: configurations are predicted in order of their bound until the next bound exceeds the
+    best unplaced prediction by more than :data:`TIE`; every configuration left has a time above
+    that, so it is neither the best nor in its tie group.  Then the tie group is placed as
+    :func:`rank` places it, and the same repeats for the next group.
+    """
+    order = sorted(((bound(c), k, c) for k, c in enumerate(configs)), key=lambda x: (x[0], x[1]))
+    pos, pending, out = 0, [], []
+    while len(out) < need and (pending or pos < len(order)):
+        if not pending:
+            _, k, c = order[pos]
+            pending.append((predict(c), k, c))
+            pos += 1
+        while pos < len(order) and order[pos][0] <= min(pending)[0] * (1 + TIE):
+            _, k, c = order[pos]
+            pending.append((predict(c), k, c))
+            pos += 1
+        best = min(pending)[0]
+        tie = sorted((x for x in pending if x[0] <= best * (1 + TIE)), key=lambda x: (x[0], x[1]))
+        pending = [x for x in pending if x[0] > best * (1 + TIE)]
+        out += _break_tie(s, tie, need - len(out))
     return out
 
 
 def structure_key(s: Schedule, cfg: TileConfig) -> Tuple:
     """Sort key of :func:`rank`'s tie-break: full blocks, packed operands, parallel regions, kc, copying."""
-    from .cost import _regtile_fraction
-
-    plans = pack_plan(s, cfg) if cfg.pack else []
-    copied = sum(p.elements * p.copies for p in plans)
     r = roles(s, cfg.stmt)
     if r is None:
         return (0.0, 0, 1, 0, 0)
+    plans = pack_plan(s, cfg) if cfg.pack else []
+    copied = sum(p.elements * p.copies for p in plans)
     kc = min(cfg.kc, r.extents[cfg.k])
+    return (_full_blocks_key(s, cfg), -len(plans), regions(s, cfg), -kc, copied)
+
+
+def _full_blocks_key(s: Schedule, cfg: TileConfig) -> float:
+    """The first entry of :func:`structure_key` (cheap: no packing plan)."""
+    from .cost import _regtile_fraction
+
+    r = roles(s, cfg.stmt)
+    if r is None:
+        return 0.0
     full = 1.0
     if cfg.regtile:
         full = (_regtile_fraction(r.extents[r.i], cfg.mc, cfg.mr)
                 * _regtile_fraction(r.extents[r.j], cfg.nc, cfg.nr))
-    return (-round(full, 2), -len(plans), regions(s, cfg), -kc, copied)
+    return -round(full, 2)
 
 
 def regions(s: Schedule, cfg: TileConfig) -> int:
@@ -532,7 +619,6 @@ def fuse_epilogues(s: Schedule, cfg: TileConfig) -> Schedule:
     block is not complete yet); each step is legality-checked, and a consumer
     that does not fit keeps its own nest.
     """
-    r_orig = cfg
     st = cfg.stmt
     names = s.loop_names(st)
     kt = f"{cfg.k}_t"

@@ -419,3 +419,59 @@ def test_the_autotiler_s_footprints_of_the_benchmark_programs_need_no_isl(name, 
     info = F._info(st, s.scop.arrays)
     box = {it: (info.lo[it], 4) for it in st.iters}
     assert F._closed_sizes(info, box, None) is not None and F._closed_sizes(info, box, 64) is not None
+
+
+# ---------------------------------------------------------------------------
+# Ranking with the compute bound (autotile's fast path)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path,dims", [("matmul.tile", "M=256,N=256,K=256"), ("matmul.tile", "M=31,N=997,K=13"),
+                                       ("conv2d.tile", "N=1,H=30,W=30,CI=128,KH=3,KW=3,CO=128"),
+                                       ("matmul_bias_relu.tile", "M=333,N=65,K=127")])
+@pytest.mark.parametrize("desc", ["x86-avx2", "x86-avx512"])
+def test_config_bound_never_exceeds_the_prediction(path, dims, desc):
+    hw = load(desc)
+    s = sched(EXAMPLES / path, dims)
+    for st in autotile.contraction_statements(s):
+        for c in autotile.candidates(s, st, hw)[::7]:
+            bound, t = cost.config_bound(s, c, hw), cost.predict_config(s, c, hw).time_s
+            assert 0 < bound <= t, (c, bound, t)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_bounded_ranking_is_the_full_rankings_head(seed, mm):
+    """Any lower bound gives the same first entries as predicting everything (ties included)."""
+    import random
+
+    rng = random.Random(seed)
+    configs = autotile.candidates(mm, "S0", load("x86-avx512"))
+    configs = rng.sample(configs, min(len(configs), rng.choice([1, 2, 5, 40, 200])))
+    # Coarse times make tie groups (within autotile.TIE) common; bounds anywhere from 0 to the time.
+    times = {c: rng.choice([1.0, 1.01, 1.015, 1.03, 1.05, 2.0, 2.02]) * rng.choice([1, 1, 1.2]) for c in configs}
+    bounds = {c: times[c] * rng.choice([0.0, 0.5, 0.98, 1.0]) for c in configs}
+    asked = []
+
+    def predict(c):
+        asked.append(c)
+        return times[c]
+
+    full = autotile.rank(mm, configs, lambda c: times[c])
+    for need in (1, 3):
+        asked.clear()
+        head = autotile.rank(mm, configs, predict, bound=bounds.get, need=need)
+        assert head[:need] == full[:need]
+        assert len(set(asked)) == len(asked)  # each configuration predicted at most once
+
+
+def test_autotile_predicts_a_fraction_of_its_candidates(monkeypatch):
+    """The model's compute term rules out most configurations before their footprints are counted."""
+    hw = load("x86-avx512")
+    s = sched(EXAMPLES / "matmul.tile", "M=256,N=256,K=256")
+    calls = []
+    real = cost.predict_config
+    monkeypatch.setattr(cost, "predict_config", lambda *a: calls.append(1) or real(*a))
+    _, chosen = autotile.autotile(s, hw)
+    full = autotile.rank(s, autotile.candidates(s, "S0", hw), lambda c: real(s, c, hw).time_s)
+    assert chosen == full[:1]
+    assert len(calls) < len(autotile.candidates(s, "S0", hw)) / 4

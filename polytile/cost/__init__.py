@@ -19,11 +19,11 @@ from .constants import (EFF_REDUCTION, EFF_SCALAR, EFF_VECTOR, EXACT_CELLS, FIT,
 # Also imported from here: ops_per_instance (by the GPU model, .gpu), _regtile_fraction (autotile), _box_sets (tests).
 from .footprints import _box_sets, footprint, ops_per_instance
 from .nest import _regtile_fraction
-from .predictions import predict, predict_config
+from .predictions import config_bound, predict, predict_config
 from .ranking import spearman
 from .roofline import Prediction
 
-__all__ = ["Prediction", "footprint", "predict_config", "predict", "spearman",
+__all__ = ["Prediction", "footprint", "config_bound", "predict_config", "predict", "spearman",
            "EXACT_CELLS", "FIT", "KERNEL_EFF", "EFF_VECTOR", "EFF_REDUCTION", "EFF_SCALAR",
            "FMA_LATENCY", "LOAD_PORTS", "OMP_REGION_S", "VECTOR_STARTUP", "VECTOR_CHAINS", "PLAIN_VECTOR_BYTES",
            "PAGE_BYTES"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import islpy as isl
 
@@ -114,7 +114,9 @@ def _info(stmt: Statement, arrays=None) -> _StmtInfo:
     if info is None:
         info = _StmtInfo(stmt)
         _INFO[stmt] = info
-    if arrays:
+    if arrays and info.__dict__.get("sized_by") is not arrays:
+        # Asked thousands of times per ranking with the same Scop's arrays: checked once per arrays object.
+        info.__dict__["sized_by"] = arrays
         sizes = {a.name: dtype_bytes(a.dtype) for a in arrays if a.name in info.access}
         if any(info.itemsize.get(k) != v for k, v in sizes.items()):
             info.itemsize.update(sizes)
@@ -382,11 +384,38 @@ def footprint(stmt: Statement, box: Mapping[str, Tuple[int, int]], *,
     >>> # -> {"A": 4*8*4, "B": 8*16*4, "C": 4*16*4}
     """
     info = _info(stmt)
-    key = (tuple(sorted((k, int(v[0]), int(v[1])) for k, v in box.items())), line_bytes)
+    return dict(_footprint(info, box, _box_key(box), line_bytes))
+
+
+def _box_key(box: Mapping[str, Tuple[int, int]]) -> Tuple:
+    return tuple(sorted((k, int(v[0]), int(v[1])) for k, v in box.items()))
+
+
+def _footprint(info: _StmtInfo, box: Mapping[str, Tuple[int, int]], bkey: Tuple,
+               line_bytes: Optional[int]) -> Dict[str, int]:
+    """:func:`footprint`'s cached dict itself (callers must not change it)."""
+    key = (bkey, line_bytes)
     hit = info.fp_cache.get(key)
     if hit is None:
         hit = _closed_sizes(info, box, line_bytes)
         if hit is None:
             hit = _image_sizes(info, info.stmt.domain.intersect(info.box_set(box)), line_bytes)
         info.fp_cache[key] = hit
-    return dict(hit)
+    return hit
+
+
+def box_footprints(stmt: Statement, boxes: Sequence[Mapping[str, Tuple[int, int]]],
+                   line_bytes: int) -> Tuple[List[Dict[str, int]], List[Dict[str, int]]]:
+    """``footprint(stmt, b)`` and ``footprint(stmt, b, line_bytes=line_bytes)`` of every box, the dicts
+    shared with the cache (read them, never change them): the cost model asks for a dozen boxes per
+    configuration and hundreds of configurations per ranking, so copies and key building add up.
+
+        >>> # box_footprints(S0, [{}, {"i": (0, 4)}], 64)  ->  ([bytes...], [bytes in whole lines...])
+    """
+    info = _info(stmt)
+    el, ln = [], []
+    for b in boxes:
+        k = _box_key(b)
+        el.append(_footprint(info, b, k, None))
+        ln.append(_footprint(info, b, k, line_bytes))
+    return el, ln

@@ -267,9 +267,3 @@ def _regtile_mark(arg) -> Optional[RegTile]:
         return RegTile.from_arg(str(arg))
     except InternalError:
         return None
-    try:
-        ri, mr = parts[1].split("=")
-        rj, nr = parts[2].split("=")
-        return int(parts[0]), (ri, int(mr)), (rj, int(nr)), int(parts[3])
-    except ValueError:
-        return None

@@ -5,9 +5,9 @@ from typing import List, Tuple
 
 from ..hardware import CPUDescriptor, HardwareError
 from ..poly import body as B
-from .footprints import _box_sets_one, _conflict_levels, _info, _line_bytes, footprint
+from .footprints import _box_sets_one, _conflict_levels, _info, _line_bytes, box_footprints
 from .nest import _classify_innermost, _leftover, _regtile_fraction, _stmt_dtype, _stmt_nest
-from .roofline import Prediction, _Nest, _chains, _evaluate, _plain_lanes
+from .roofline import Prediction, _Nest, _chains, _evaluate, _plain_lanes, compute_bound
 
 # ---------------------------------------------------------------------------
 # predict_config: the blocked nest of a TileConfig, analytically
@@ -20,15 +20,41 @@ def predict_config(s, cfg, hw) -> Prediction:
     Only ``cfg.stmt`` is modelled (the configurations being ranked differ in
     nothing else).  Fast: no schedule is built, footprints are boxes at the
     domain's origin cached per box.  See docs/cost-model.md for the model.
+
+        >>> # predict_config(s, TileConfig("S0", "i", "j", "k", 64, 256, 256, 8, 32, 16, "jki", "j_t"), hw).time_s
     """
+    return _evaluate([_config_nest(s, cfg, hw, footprints=True)], hw)
+
+
+def config_bound(s, cfg, hw) -> float:
+    """A lower bound of ``predict_config(s, cfg, hw).time_s``, without footprints: its compute term.
+
+    Ranking hundreds of configurations, most can be ruled out by this alone (their compute
+    time already exceeds a prediction made), at a fraction of a full prediction's cost.
+
+        >>> # config_bound(s, cfg, hw) <= predict_config(s, cfg, hw).time_s
+    """
+    return compute_bound(_config_nest(s, cfg, hw, footprints=not cfg.regtile), hw)
+
+
+def _config_nest(s, cfg, hw, *, footprints: bool) -> _Nest:
+    """``cfg``'s blocked nest as the model sees it; without ``footprints`` only what its compute term
+    reads is filled in (a register tile's plain parts do not depend on footprints; a plain nest's do)."""
     if not isinstance(hw, CPUDescriptor):
         raise HardwareError(f"the cost model describes CPUs; got a {getattr(hw, 'kind', type(hw).__name__)} descriptor")
     st = s.scop.statement(s.resolve(cfg.stmt))
     info = _info(st, s.scop.arrays)
     E = info.extent
-    used = {x.name for e in st.body.index for x in B.walk(e) if isinstance(x, B.Iter)}
-    outer = [v for v in st.iters if v in used and v not in (cfg.i, cfg.j)]
-    reds = [v for v in st.iters if v not in used and v != cfg.k]
+    # What depends only on the statement and its roles, worked out once per ranking, not per configuration.
+    memo = info.__dict__.setdefault("config_memo", {})
+    hit = memo.get((cfg.i, cfg.j, cfg.k))
+    if hit is None or hit[0] is not s.scop:
+        used = {x.name for e in st.body.index for x in B.walk(e) if isinstance(x, B.Iter)}
+        hit = (s.scop, [v for v in st.iters if v in used and v not in (cfg.i, cfg.j)],
+               [v for v in st.iters if v not in used and v != cfg.k], _stmt_dtype(s, st),
+               _classify_innermost(st, cfg.j, False))
+        memo[(cfg.i, cfg.j, cfg.k)] = hit
+    _, outer, reds, dtype, kind = hit
     mc = max(1, min(cfg.mc, E[cfg.i]))
     nc = max(1, min(cfg.nc, E[cfg.j]))
     kc = max(1, min(cfg.kc, E[cfg.k]))
@@ -42,26 +68,23 @@ def predict_config(s, cfg, hw) -> Prediction:
     loops += [(f"{cfg.j}_t1", cfg.j, nr, nc / nr), (f"{cfg.i}_t1", cfg.i, mr, mc / mr)]
     loops += [(v, v, 1, float(E[v])) for v in reds]
     loops += [(cfg.k, cfg.k, 1, float(kc)), (cfg.i, cfg.i, 1, float(mr)), (cfg.j, cfg.j, 1, float(nr))]
-    line = _line_bytes(hw)
-    shapes = {a.name: tuple(a.shape) for a in s.scop.arrays}
-    conflict = _conflict_levels(hw)
-    fp_el, fp_ln = [], []
-    boxes = []
-    for depth in range(len(loops) + 1):
-        box = {}
-        for name, it, step, _ in loops[:depth]:
+    fp_el, fp_ln, sets = [], [], {}
+    if footprints:
+        line = _line_bytes(hw)
+        shapes = {a.name: tuple(a.shape) for a in s.scop.arrays}
+        conflict = _conflict_levels(hw)
+        boxes, box = [{}], {}
+        for name, it, step, _ in loops:
+            box = dict(box)
             box[it] = (info.lo[it], step)
-        boxes.append(box)
-        fp_el.append(footprint(st, box))
-        fp_ln.append(footprint(st, box, line_bytes=line))
-    sets = {name: (ways, lambda l, a, lb=lb, n=nsets: _box_sets_one(st, boxes[l], a, shapes.get(a), lb, n))
-            for name, lb, nsets, ways in conflict}
+            boxes.append(box)
+        fp_el, fp_ln = box_footprints(st, boxes, line)
+        sets = {name: (ways, lambda l, a, lb=lb, n=nsets: _box_sets_one(st, boxes[l], a, shapes.get(a), lb, n))
+                for name, lb, nsets, ways in conflict}
     names = [l[0] for l in loops]
     par = names.index(cfg.parallel) if cfg.parallel in names else None
-    dtype = _stmt_dtype(s, st)
     item = info.itemsize.get(info.written, 4)
     vec = _plain_lanes(hw, dtype)
-    kind = _classify_innermost(st, cfg.j, False)
     trips = [l[3] for l in loops]
     if cfg.regtile:
         regtile = (cfg.mr, cfg.nr, cfg.lanes)
@@ -79,9 +102,8 @@ def predict_config(s, cfg, hw) -> Prediction:
         f_j, rem_j = _regtile_fraction(E[cfg.j], nc, nr), _leftover(nc, nr)
         chains = _chains(trips, fp_el, info.written, item, vec)
         plain = [(f_j, kind, float(nr), chains), (1 - f_j, kind, float(rem_j), chains * rem_j / nr)]
-    nest = _Nest(st.name, names, trips, fp_el, fp_ln, info.written,
+    return _Nest(st.name, names, trips, fp_el, fp_ln, info.written,
                  float(info.ops * info.count), dtype, par, regtile, full, plain, sets=sets, itemsize=item)
-    return _evaluate([nest], hw)
 
 
 # ---------------------------------------------------------------------------

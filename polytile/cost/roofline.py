@@ -161,25 +161,63 @@ def _evaluate(nests: Sequence[_Nest], hw) -> Prediction:
     return Prediction(total_time, compute_total, traffic, level_time, flops_total, par_main, tuple(notes))
 
 
+def _parallel_split(nest: _Nest, cores: int) -> Tuple[float, int, float, Optional[float]]:
+    """``(speedup, threads, regions, per_thread)`` of the nest's parallel loop: T iterations statically
+    scheduled on min(cores, ⌈T⌉) threads (``per_thread`` None when nothing runs in parallel)."""
+    if nest.parallel is None or nest.trips[nest.parallel] <= 1.0 + 1e-9:
+        return 1.0, 1, 0.0, None
+    p = nest.parallel
+    T = nest.trips[p]
+    n = math.ceil(T - 1e-9)  # iterations, the last one possibly partial
+    threads = min(cores, n)
+    # The busiest thread's chunk: ⌈n / threads⌉ iterations, all full unless it is the only chunk.
+    per_thread = min(math.ceil(n / threads), T)
+    return T / per_thread, threads, math.prod(nest.trips[:p]), per_thread
+
+
+def _compute_time(nest: _Nest, hw, speedup: float, threads: int, regions: float, notes: Optional[List[str]]) -> float:
+    """Compute: full register blocks at the kernel's rate, each part of the plain code at its own,
+    plus the parallel regions' fork/join.  A lower bound of the nest's predicted time (which is the
+    larger of this and the slowest memory level's), so rankers may skip nests it already rules out."""
+    peak = _peak_per_core(hw, nest.dtype) * speedup
+    compute = 0.0
+    if nest.regtile is not None:
+        f = nest.full_fraction
+        eff = _kernel_efficiency(nest.regtile, hw)
+        compute += nest.flops * f / (peak * eff)
+        if notes is not None:
+            notes.append(f"regtile {nest.regtile[0]}x{nest.regtile[1]}: {100 * f:.0f}% of instances in full blocks, "
+                         f"kernel at {100 * eff:.0f}% of peak")
+    for frac, kind, inner, chains in nest.plain:
+        if frac <= 0:
+            continue
+        eff = _plain_efficiency(kind, inner, chains, hw, nest.dtype)
+        compute += nest.flops * frac / (peak * eff)
+        if notes is not None:
+            notes.append(f"plain loops on {100 * frac:.0f}% of instances ({kind}, innermost {inner:.4g} iterations, "
+                         f"{chains:.3g} vector chains) at {100 * eff:.2g}% of peak")
+    return compute + (regions * OMP_REGION_S if threads > 1 else 0.0)
+
+
+def compute_bound(nest: _Nest, hw) -> float:
+    """The compute term of the nest's prediction alone (no footprints needed): never above
+    :func:`_evaluate`'s time for the same nest."""
+    speedup, threads, regions, _ = _parallel_split(nest, max(1, int(getattr(hw, "cores", 1))))
+    return _compute_time(nest, hw, speedup, threads, regions, None)
+
+
 def _evaluate_one(nest: _Nest, hw, levels) -> tuple:
     L = len(nest.trips)
     trips = list(nest.trips)
     cores = max(1, int(getattr(hw, "cores", 1)))
     notes = list(nest.notes)
 
-    # Parallel loop: T iterations, statically scheduled on min(cores, ⌈T⌉) threads.
-    speedup, threads, regions = 1.0, 1, 0.0
     fp_ln = nest.fp_ln
     fp_el = nest.fp_el
-    if nest.parallel is not None and trips[nest.parallel] > 1.0 + 1e-9:
+    speedup, threads, regions, per_thread = _parallel_split(nest, cores)
+    if per_thread is not None:
         p = nest.parallel
         T = trips[p]
-        n = math.ceil(T - 1e-9)  # iterations, the last one possibly partial
-        threads = min(cores, n)
-        # The busiest thread's chunk: ⌈n / threads⌉ iterations, all full unless it is the only chunk.
-        per_thread = min(math.ceil(n / threads), T)
-        speedup = T / per_thread
-        regions = math.prod(trips[:p])
         # One thread's nest: its share of loop p; footprints outside p shrink for the arrays that depend on p.
         share = per_thread / T
         trips[p] = per_thread
@@ -188,24 +226,7 @@ def _evaluate_one(nest: _Nest, hw, levels) -> tuple:
         notes.append(f"parallel {nest.names[p]}: {T:.4g} iterations on {threads} thread(s), speedup {speedup:.3g}")
     elif nest.parallel is not None:
         notes.append(f"parallel {nest.names[nest.parallel]} has one iteration: runs on one thread")
-
-    # Compute: full register blocks at the kernel's rate, each part of the plain code at its own.
-    peak = _peak_per_core(hw, nest.dtype) * speedup
-    compute = 0.0
-    if nest.regtile is not None:
-        f = nest.full_fraction
-        eff = _kernel_efficiency(nest.regtile, hw)
-        compute += nest.flops * f / (peak * eff)
-        notes.append(f"regtile {nest.regtile[0]}x{nest.regtile[1]}: {100 * f:.0f}% of instances in full blocks, "
-                     f"kernel at {100 * eff:.0f}% of peak")
-    for frac, kind, inner, chains in nest.plain:
-        if frac <= 0:
-            continue
-        eff = _plain_efficiency(kind, inner, chains, hw, nest.dtype)
-        compute += nest.flops * frac / (peak * eff)
-        notes.append(f"plain loops on {100 * frac:.0f}% of instances ({kind}, innermost {inner:.4g} iterations, "
-                     f"{chains:.3g} vector chains) at {100 * eff:.2g}% of peak")
-    compute += regions * OMP_REGION_S if threads > 1 else 0.0
+    compute = _compute_time(nest, hw, speedup, threads, regions, notes)
 
     # Traffic, level by level (levels[0] is the register file).
     traffic: Dict[str, float] = {}
