@@ -165,6 +165,9 @@ SPECS: Dict[str, dict] = {
     "gramschmidt.c": dict(sizes={"m": 7, "n": 6}),
     "chained.c": dict(sizes={"n": 9}),
     "doitgen.c": dict(sizes={"nr": 3, "nq": 4, "np": 5}),
+    "3mm.c": dict(sizes=None, assume_no_alias=True),
+    "gemver.c": dict(sizes={"n": 7}, scalars={"alpha": 1.5, "beta": 1.2}),
+    "mvt.c": dict(sizes={"n": 7}),
 }
 
 

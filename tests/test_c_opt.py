@@ -60,6 +60,9 @@ OPT_SIZES: Dict[str, Optional[Dict[str, int]]] = {
     "gramschmidt.c": {"m": 45, "n": 38},
     "doitgen.c": {"nr": 5, "nq": 7, "np": 37},
     "chained.c": {"n": 45},
+    "3mm.c": None,
+    "gemver.c": {"n": 45},
+    "mvt.c": {"n": 45},
 }
 #: scalar arguments that follow the sizes (covariance's float_n is n as a double)
 OPT_SCALARS = {"covariance.c": {"float_n": 40.0}}
