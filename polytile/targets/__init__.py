@@ -1,7 +1,7 @@
 """Targets: the back ends a lowered program is compiled for (see :mod:`.base`).
 
     >>> NAMES
-    ('openmp', 'cuda', 'cuda-emulate')
+    ('openmp', 'llvm', 'cuda', 'cuda-emulate')
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..errors import PolytileError
 from .base import Lowered, Target
 
 #: Every target name, in the order ``--help`` lists them.
-NAMES = ("openmp", "cuda", "cuda-emulate")
+NAMES = ("openmp", "llvm", "cuda", "cuda-emulate")
 
 
 def get(name: str) -> Target:
@@ -22,6 +22,10 @@ def get(name: str) -> Target:
         from .openmp import OPENMP
 
         return OPENMP
+    if name == "llvm":
+        from .llvm import LLVM_TARGET
+
+        return LLVM_TARGET
     if name in ("cuda", "cuda-emulate"):
         from .cuda import CUDA, CUDA_EMULATE
 
