@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import islpy as isl
+import numpy as np
 from llvmlite import ir
 
 from polytile.deadline import interrupts_after
@@ -408,7 +409,7 @@ class LlvmGenerator:
             arr = self.arrays[name]
             count = max(1, math.prod(arr.shape))
             t = memory_type(arr.dtype)
-            size = count * (t.width // 8)
+            size = count * np.dtype(arr.dtype).itemsize
             mem = b.bitcast(b.call(malloc, [ir.Constant(I64, size)]), t.as_pointer())
             ident = identity(op, arr.dtype)
             stored = b.zext(ident, I8) if arr.dtype == "bool" else ident
