@@ -252,7 +252,7 @@ class Kernel:
         return self.specialize_shapes([a.shape for a in arrays], [a.dtype for a in arrays], build=False).source.text
 
 
-def compile(source: SourceLike, target: str = "openmp", **options) -> Kernel:  # noqa: A001 - the public API name
+def compile(source: SourceLike, target: Optional[str] = None, **options) -> Kernel:  # noqa: A001 - the public API name
     """Compile a Tile program (text, path or Program) into a shape-polymorphic :class:`Kernel`.
 
     >>> k = compile("examples/matmul.tile")
@@ -289,7 +289,7 @@ def compile(source: SourceLike, target: str = "openmp", **options) -> Kernel:  #
     An openmp kernel compiled once for a signature is found again by any later process in the
     specialization cache (see :mod:`polytile.kernel`) without running the pipeline.
     """
-    return Kernel(load_program(source), Options.make(target, **options))
+    return Kernel(load_program(source), Options.make(target or targets.default_name(), **options))
 
 
 __all__ = ["Kernel", "compile", "specialization_key", "Options"]

@@ -12,6 +12,24 @@ from .base import Lowered, Target
 NAMES = ("openmp", "llvm", "cuda", "cuda-emulate")
 
 
+def default_name() -> str:
+    """The target used when none is named: ``openmp`` where a C compiler is found (``POLYTILE_CC``,
+    ``CC``, else ``cc``/``gcc`` on PATH), ``llvm`` (in-process, no compiler needed) where none is.
+
+    >>> default_name() in ("openmp", "llvm")
+    True
+    """
+    from ..config import get_config
+    from ..errors import ToolchainError
+    from ..runtime.compiler import resolve_compiler
+
+    try:
+        resolve_compiler(get_config().cc)
+    except ToolchainError:
+        return "llvm"
+    return "openmp"
+
+
 def get(name: str) -> Target:
     """The target called ``name`` (its module is imported on first use).
 
@@ -33,4 +51,4 @@ def get(name: str) -> Target:
     raise PolytileError(f"unknown target {name!r}; available: {', '.join(NAMES)}")
 
 
-__all__ = ["NAMES", "Lowered", "Target", "get"]
+__all__ = ["NAMES", "Lowered", "Target", "default_name", "get"]
