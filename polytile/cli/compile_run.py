@@ -90,7 +90,8 @@ def cmd_compile(args) -> int:
             raise PolytileError(f"cannot write {out}: {exc.strerror or exc}") from None
         # The C went to a file, so stdout is free for the report.
         report = sys.stdout
-        print(f"wrote {out} ({len(src.text.splitlines())} lines of C)", file=report)
+        lang = {"llvm": "LLVM IR", "cuda": "CUDA"}.get(getattr(src, "lang", "c"), "C")
+        print(f"wrote {out} ({len(src.text.splitlines())} lines of {lang})", file=report)
     else:
         sys.stdout.write(src.text if src.text.endswith("\n") else src.text + "\n")
         # Keep stdout pure C (so `> kernel.c` works); the rest goes to stderr.
