@@ -19,13 +19,14 @@ def default_name() -> str:
     >>> default_name() in ("openmp", "llvm")
     True
     """
-    from ..config import get_config
+    from ..config import debug_log, get_config
     from ..errors import ToolchainError
     from ..runtime.compiler import resolve_compiler
 
     try:
         resolve_compiler(get_config().cc)
-    except ToolchainError:
+    except ToolchainError as exc:
+        debug_log(1, "targets", f"default target llvm: {exc}")
         return "llvm"
     return "openmp"
 
