@@ -404,8 +404,8 @@ class LlvmGenerator:
         body's array arguments, in ``names`` order) are pointed at the copies."""
         out = []
         b = self.b
-        malloc = self.declare("malloc", I8P, [I64])
         for op, name in reductions:
+            malloc = self.declare("malloc", I8P, [I64])
             arr = self.arrays[name]
             count = max(1, math.prod(arr.shape))
             t = memory_type(arr.dtype)

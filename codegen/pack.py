@@ -196,7 +196,7 @@ def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], st
             last = f"min({BS}L, {hi[d]} - {buf.origin(d)} - pt_b * {BS})"
             code = cgen.For(f"long pt_l = {first}", f"pt_l < {last}", "pt_l += 1", cgen.Block([code]))
         else:
-            code = cgen.For(f"long pt_b = 0", f"pt_b < {buf.nblocks}", "pt_b += 1", cgen.Block([code]))
+            code = cgen.For("long pt_b = 0", f"pt_b < {buf.nblocks}", "pt_b += 1", cgen.Block([code]))
     if parallel:
         return lines + [cgen.Pragma("omp parallel for schedule(static)"), code]
     return lines + [code]

@@ -24,6 +24,7 @@ from polytile.errors import InternalError, PolytileError
 from polytile.runtime.threads import threads_for_call
 
 _lock = threading.Lock()
+_compile_lock = threading.Lock()
 _state: dict = {}
 
 #: Where libgomp is looked for (the first that loads wins); ``POLYTILE_LIBGOMP`` names another.
@@ -159,8 +160,11 @@ def compile_ir(text: str, entry: str, nargs: int) -> JitFunction:
     if parallel and gomp() is None:
         raise PolytileError("the kernel has parallel loops but no OpenMP runtime (libgomp) was found; "
                             "set POLYTILE_LIBGOMP or compile with parallel=False")
-    mod = optimise(text)
-    # An engine owns (and disposes of) its target machine: each gets its own, the shared one stays.
-    engine = llvm.create_mcjit_compiler(mod, _host_machine(llvm))
-    engine.finalize_object()
-    return JitFunction(engine, entry, nargs, parallel)
+    # LLVM's global context is not safe for concurrent use: kernels compiled from several Python
+    # threads (ctypes and llvmlite release the GIL) take turns.
+    with _compile_lock:
+        mod = optimise(text)
+        # An engine owns (and disposes of) its target machine: each gets its own, the shared one stays.
+        engine = llvm.create_mcjit_compiler(mod, _host_machine(llvm))
+        engine.finalize_object()
+        return JitFunction(engine, entry, nargs, parallel)
