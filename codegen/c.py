@@ -362,20 +362,7 @@ class AstPrinter:
         blocks: neighbouring iterations write neighbouring elements, and
         dealing them out one by one would share cache lines between threads.
         """
-        names: set = set()
-        tiles = re.compile(rf"\b\d+ \* {re.escape(it)}\b")
-        over_tiles = []
-
-        def visit(node: isl.AstNode) -> bool:
-            if node.get_type() == isl.ast_node_type.user:
-                names.add(node.user_get_expr().op_get_arg(0).id_get_id().get_name())
-            elif node.get_type() == isl.ast_node_type.for_:
-                if tiles.search(_c(node.for_get_init())) or tiles.search(_c(node.for_get_cond())):
-                    over_tiles.append(node)
-            return True
-        with interrupts_after():
-            n.foreach_descendant_top_down(visit)
-        return bool(over_tiles) and any(not _is_box(self.stmts[x].domain) for x in names if x in self.stmts)
+        return cyclic_loop(self.stmts, n, it)
 
     def _for(self, n: isl.AstNode, marks: Tuple[Mark, ...]) -> List:
         it = _c(n.for_get_iterator())
@@ -472,6 +459,24 @@ def _comment(text: str) -> str:
     return text.replace("*/", "* /").replace("\\\n", " ")
 
 
+def cyclic_loop(stmts: Dict[str, Statement], n: isl.AstNode, it: str) -> bool:
+    """Whether parallel loop ``n`` (iterator ``it``) deals its iterations out cyclically: see :meth:`AstPrinter._cyclic`."""
+    names: set = set()
+    tiles = re.compile(rf"\b\d+ \* {re.escape(it)}\b")
+    over_tiles = []
+
+    def visit(node: isl.AstNode) -> bool:
+        if node.get_type() == isl.ast_node_type.user:
+            names.add(node.user_get_expr().op_get_arg(0).id_get_id().get_name())
+        elif node.get_type() == isl.ast_node_type.for_:
+            if tiles.search(_c(node.for_get_init())) or tiles.search(_c(node.for_get_cond())):
+                over_tiles.append(node)
+        return True
+    with interrupts_after():
+        n.foreach_descendant_top_down(visit)
+    return bool(over_tiles) and any(not _is_box(stmts[x].domain) for x in names if x in stmts)
+
+
 def _is_box(dom: isl.Set) -> bool:
     """``dom`` equals the product of its projections onto each dimension (a rectangle, for any parameters)."""
     n = dom.dim(isl.dim_type.set)
@@ -549,6 +554,36 @@ def _param_decl(a: Array, k: int) -> str:
     return f"{_param_type(a)} = ({_pointer(a, '')})a{k};"
 
 
+@dataclass
+class AstParts:
+    """isl's AST of a schedule and what the code generators need beside it (see :func:`build_ast`)."""
+
+    ast: isl.AstNode
+    footprints: Dict[str, pack.Footprint]  # pack mark annotation -> its box
+    errors: List[str]  # pack marks whose footprint could not be computed
+    contracted: set  # arrays replaced by local scalars
+    repeated: set  # arrays whose 'local' mark isl generated more than once (kept in memory)
+
+
+def build_ast(scop: Scop, schedule: Optional[isl.Schedule] = None) -> AstParts:
+    """isl's AST of ``schedule`` (default: the Scop's) with the loop counters named clear of the
+    program's names, pack marks annotated with their footprints, and the contracted temporaries.
+    Every code generator (C here, LLVM in :mod:`.llvm`) starts from it.
+
+    >>> # parts = build_ast(scop, sched.tree()); parts.ast.to_C_str()
+    """
+    sched = schedule if schedule is not None else scop.schedule
+    footprints: Dict[str, pack.Footprint] = {}
+    errors: List[str] = []
+    build = _counters(isl.AstBuild.from_context(scop.context), sched, fresh_counter_prefix(_names_in(scop)))
+    build, hook_handle = build.set_after_each_mark(pack.footprint_hook(scop, footprints, errors))
+    with interrupts_after():  # a Ctrl-C must not unwind through isl from the hook
+        ast = build.node_from_schedule(sched)
+    del hook_handle  # the callback is only called while the AST is built
+    contracted, repeated = _local_arrays(ast)
+    return AstParts(ast, footprints, errors, contracted, repeated)
+
+
 def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Optional[str] = None,
              header: str = "", min_parallel_copy: int = 0) -> KernelSource:
     """C source for ``scop`` executed in the order of the schedule tree ``schedule`` (default: original).
@@ -559,23 +594,15 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     >>> # src = generate(scop, sched); src.text starts with the prelude and holds
     >>> # int <entry>(void *a0, ...) { ... #pragma omp parallel for ... return 0; }
     """
-    sched = schedule if schedule is not None else scop.schedule
     entry = entry or f"pt_{scop.name}"
-    footprints: Dict[str, pack.Footprint] = {}
-    errors: List[str] = []
-    build = _counters(isl.AstBuild.from_context(scop.context), sched, fresh_counter_prefix(_names_in(scop)))
-    build, hook_handle = build.set_after_each_mark(pack.footprint_hook(scop, footprints, errors))
-    with interrupts_after():  # a Ctrl-C must not unwind through isl from the hook
-        ast = build.node_from_schedule(sched)
-    del hook_handle  # the callback is only called while the AST is built
+    parts = build_ast(scop, schedule)
     printer = AstPrinter(scop)
     printer.min_parallel_copy = min_parallel_copy
-    printer.footprints = footprints
-    printer.notes.extend(errors)
-    contracted, repeated = _local_arrays(ast)
-    printer.locals |= contracted  # known before any parallel body is outlined
-    printer.unsafe_locals |= repeated
-    body = printer.node(ast)
+    printer.footprints = parts.footprints
+    printer.notes.extend(parts.errors)
+    printer.locals |= parts.contracted  # known before any parallel body is outlined
+    printer.unsafe_locals |= parts.repeated
+    body = printer.node(parts.ast)
 
     order = {"input": 0, "inout": 1, "output": 2, "temp": 3}
     params = tuple(sorted((a for a in scop.arrays if a.name not in printer.locals), key=lambda a: order[a.kind]))

@@ -23,6 +23,7 @@ back to the generic code: the mark is a request, never a correctness risk.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import cgen
@@ -55,6 +56,10 @@ class _Fallback(Exception):
     """The pattern does not apply; emit the generic code."""
 
 
+#: The public name of the fallback signal, for the other emitters (codegen/llvm_tile.py).
+Fallback = _Fallback
+
+
 def _ub(cond: str, it: str) -> str:
     m = re.match(rf"^{re.escape(it)} <= (.*)$", cond)
     if m:
@@ -82,10 +87,47 @@ def _c(e) -> str:
     return e.to_C_str()
 
 
-def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
-    nred, iname, MR, jname, NR, V = mark.reduction_loops, mark.rows, mark.mr, mark.cols, mark.nr, mark.lanes
+@dataclass
+class Plan:
+    """What a register tile's pattern analysis found (shared by the C and LLVM emitters).
+
+    ``red_loops`` are the reduction loops' AST nodes, outermost first, with their C texts
+    ``(it, init, cond, inc)``; ``block`` the two block loops ``(it, lower bound, upper bound, node)``
+    (inclusive C bounds); ``args`` the statement's iterators as C texts of the AST iterators;
+    the loads of the value are split by what they vary with (``per_k``: neither block loop,
+    ``per_r``: the rows only, ``per_v``: the columns only, ``per_rv``: both).
+    """
+
+    red_loops: List[Tuple[isl.AstNode, str, str, str, str]]
+    block: List[Tuple[str, str, str, isl.AstNode]]
+    call: isl.AstExpr
+    st: object  # poly.scop.Statement
+    args: Dict[str, str]
+    dtype: str
+    loads: List[B.Load]
+    per_k: List[B.Load]
+    per_r: List[B.Load]
+    per_v: List[B.Load]
+    per_rv: List[B.Load]
+    names: Dict[B.Load, str]
+
+    @property
+    def red_iters(self) -> set:
+        return {it for _, it, *_ in self.red_loops}
+
+    def uses_red(self, text: str) -> bool:
+        """Whether the C expression ``text`` names a reduction loop's iterator."""
+        return any(re.search(rf"\b{re.escape(r)}\b", text) for r in self.red_iters)
+
+
+def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
+    """The register tile of mark ``mark`` over subtree ``n``; raises :class:`_Fallback` when the pattern does not apply.
+
+    >>> # plan = analyse(printer.stmts, printer.arrays, inner, RegTile(1, "i", 8, "j", 32, 16))
+    """
+    nred, iname, jname, NR, V = mark.reduction_loops, mark.rows, mark.cols, mark.nr, mark.lanes
     # Walk the chain: nred reduction loops, then the i and j block loops, then one statement.
-    red_loops: List[Tuple[str, str, str, str]] = []
+    red_loops: List[Tuple[isl.AstNode, str, str, str, str]] = []
     node = n
     for _ in range(nred):
         while node.get_type() == isl.ast_node_type.mark:
@@ -93,7 +135,7 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
         if node.get_type() != isl.ast_node_type.for_ or node.for_is_degenerate():
             raise _Fallback("reduction loops are not a plain loop chain")
         it = _c(node.for_get_iterator())
-        red_loops.append((it, _c(node.for_get_init()), _c(node.for_get_cond()), _c(node.for_get_inc())))
+        red_loops.append((node, it, _c(node.for_get_init()), _c(node.for_get_cond()), _c(node.for_get_inc())))
         node = node.for_get_body()
     block = []
     for _ in range(2):
@@ -104,26 +146,25 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
         it = _c(node.for_get_iterator())
         if _c(node.for_get_inc()) != "1":
             raise _Fallback("block loop with a non-unit step")
-        block.append((it, _c(node.for_get_init()), _ub(_c(node.for_get_cond()), it)))
+        block.append((it, _c(node.for_get_init()), _ub(_c(node.for_get_cond()), it), node))
         node = node.for_get_body()
     while node.get_type() == isl.ast_node_type.mark:
         node = node.mark_get_node()
     if node.get_type() != isl.ast_node_type.user:
         raise _Fallback("more than one statement inside the block")
     call = node.user_get_expr()
-    st = printer.stmts[call.op_get_arg(0).id_get_id().get_name()]
+    st = stmts[call.op_get_arg(0).id_get_id().get_name()]
     args = {v: _c(call.op_get_arg(k + 1)) for k, v in enumerate(st.iters)}
-    (ci, ilb, iub), (cj, jlb, jub) = block
+    (ci, ilb, iub, _), (cj, jlb, jub, _) = block
     if args.get(iname) != ci or args.get(jname) != cj:
         raise _Fallback("block loops are not the statement's own iterators")
-    red_iters = {it for it, *_ in red_loops}
+    red_iters = {it for _, it, *_ in red_loops}
     for text in (ilb, iub, jlb, jub):
         if any(re.search(rf"\b{re.escape(r)}\b", text) for r in red_iters):
             raise _Fallback("block bounds depend on the reduction loops")
 
     body = st.body
-    arr = printer.arrays[body.array]
-    dtype = arr.dtype
+    dtype = arrays[body.array].dtype
     if body.reduce not in ("+", "*") or dtype not in VECTOR_DTYPES or NR % V:
         raise _Fallback("only + and * reductions of float/int arrays with NR a multiple of the lanes")
     if len(body.index) == 0 or not _is_iter(body.index[-1], jname) or any(_depends(e, jname) for e in body.index[:-1]):
@@ -133,11 +174,6 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
             raise _Fallback("mixed dtypes in the block body")
         if isinstance(x, (B.Cmp, B.Select, B.Call)):
             raise _Fallback("comparisons, selects and calls are not vectorised")
-
-    vt = vec_type(dtype, V)
-    printer.vector_types.add((dtype, V))
-    NV = NR // V
-    bp = printer.body
     # Classify the loads of the value.
     loads: List[B.Load] = []
     _collect_loads(body.value, loads)
@@ -149,20 +185,33 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
             if not _is_iter_plus_const(ld.index[-1], jname) or any(_depends(e, jname) for e in ld.index[:-1]):
                 raise _Fallback(f"load of {ld.array} is not unit-stride along {jname}")
         (per_rv if (di and dj) else per_v if dj else per_r if di else per_k).append(ld)
-
     names: Dict[B.Load, str] = {}
     for k, ld in enumerate(loads):
         names[ld] = ("s" if ld in per_k else "a" if ld in per_r else "b" if ld in per_v else "x") + str(k)
-    def uses_red(text: str) -> bool:
-        return any(re.search(rf"\b{re.escape(r)}\b", text) for r in red_iters)
+    return Plan(red_loops, block, call, st, args, dtype, loads, per_k, per_r, per_v, per_rv, names)
 
+
+def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
+    iname, MR, jname, NR, V = mark.rows, mark.mr, mark.cols, mark.nr, mark.lanes
+    plan = analyse(printer.stmts, printer.arrays, n, mark)
+    red_loops = [(it, init, cond, inc) for _, it, init, cond, inc in plan.red_loops]
+    st, args, dtype, body = plan.st, plan.args, plan.dtype, plan.st.body
+    (_, ilb, iub, _), (_, jlb, jub, _) = plan.block
+    red_iters = plan.red_iters
+    per_k, per_r, per_v, per_rv, names = plan.per_k, plan.per_r, plan.per_v, plan.per_rv, plan.names
+    uses_red = plan.uses_red
+
+    vt = vec_type(dtype, V)
+    printer.vector_types.add((dtype, V))
+    NV = NR // V
+    bp = printer.body
     outer_binds = [f"const long {v} = {args[v]};" for v in st.iters
                    if v not in (iname, jname) and not uses_red(args[v])]
     lines: List[str] = outer_binds + [f"const long pt_i0 = {ilb}; const long pt_j0 = {jlb};"]
     for r in range(MR):
         for v in range(NV):
             lines.append(f"{vt} acc_{r}_{v} = *({vt} *)&{bp.access(body.array, _subst_index(body.index, iname, jname, r, v, V))};")
-    packed = _packed_loads(printer, per_r, per_v, iname, jname, MR, NR, red_iters)
+    packed = packed_loads(printer.packed, per_r, per_v, iname, jname, MR, NR, red_iters)
 
     def reduction_loop(use_packs: bool) -> cgen.Generable:
         inner: List[str] = []
@@ -241,12 +290,12 @@ class _PackedLoad:
                 f"{self.buf.inner_offset(t)} + {lane}]")
 
 
-def _packed_loads(printer, per_r, per_v, iname, jname, MR, NR, red_iters) -> Dict[B.Load, _PackedLoad]:
-    """The loads of the block that can read a packed buffer in scope."""
+def packed_loads(packed, per_r, per_v, iname, jname, MR, NR, red_iters) -> Dict[B.Load, _PackedLoad]:
+    """The loads of the block that can read a packed buffer in scope (``packed``: array -> PackBuffer)."""
     out: Dict[B.Load, _PackedLoad] = {}
     for loads, it, block, start in ((per_r, iname, MR, "pt_i0"), (per_v, jname, NR, "pt_j0")):
         for ld in loads:
-            buf = printer.packed.get(ld.array)
+            buf = packed.get(ld.array)
             if buf is None or buf.block != block or len(ld.index) != len(buf.size):
                 continue
             axes = [d for d, e in enumerate(ld.index) if _depends(e, it)]

@@ -27,7 +27,7 @@ returns; the copy and the register tiles only ever read them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import cgen
@@ -49,6 +49,8 @@ class Footprint:
     block: int
     lo: Tuple[str, ...]  # C expressions in the AST iterators
     size: Tuple[int, ...]
+    # The same lower corner as isl AST expressions (for code generators that do not read C: LLVM).
+    lo_ast: Tuple[isl.AstExpr, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ def footprint_hook(scop: Scop, found: Dict[str, Footprint], errors: List[str]) -
                 return node
             fmap = isl.Map.from_union_map(fp)
             lo: List[str] = []
+            lo_ast: List[isl.AstExpr] = []
             size: List[int] = []
             for d in range(fmap.dim(isl.dim_type.out)):
                 pmin, pmax = fmap.dim_min(d), fmap.dim_max(d)
@@ -130,10 +133,12 @@ def footprint_hook(scop: Scop, found: Dict[str, Footprint], errors: List[str]) -
                 if not ext.is_int():
                     errors.append(f"pack {array}: axis {d} has no bounded extent ({ext})")
                     return node
-                lo.append(build.expr_from_pw_aff(pmin).to_C_str())
+                expr = build.expr_from_pw_aff(pmin)
+                lo_ast.append(expr)
+                lo.append(expr.to_C_str())
                 size.append(int(ext.to_python()))
             key = f"pack#{len(found)}"
-            found[key] = Footprint(array, dim, block, tuple(lo), tuple(size))
+            found[key] = Footprint(array, dim, block, tuple(lo), tuple(size), tuple(lo_ast))
             return node.set_annotation(isl.Id(key, context=node.get_ctx()))
         except Exception as e:  # noqa: BLE001 - never let an exception unwind through isl
             errors.append(f"pack footprint failed: {type(e).__name__}: {e}")
@@ -191,7 +196,7 @@ def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], st
             last = f"min({BS}L, {hi[d]} - {buf.origin(d)} - pt_b * {BS})"
             code = cgen.For(f"long pt_l = {first}", f"pt_l < {last}", "pt_l += 1", cgen.Block([code]))
         else:
-            code = cgen.For(f"long pt_b = 0", f"pt_b < {buf.nblocks}", "pt_b += 1", cgen.Block([code]))
+            code = cgen.For("long pt_b = 0", f"pt_b < {buf.nblocks}", "pt_b += 1", cgen.Block([code]))
     if parallel:
         return lines + [cgen.Pragma("omp parallel for schedule(static)"), code]
     return lines + [code]

@@ -193,6 +193,9 @@ class Kernel:
                 return launcher
         compiled = self._compiled(shapes, dtypes, True, sizes)
         if not self._target.disk_cacheable:
+            if getattr(self._target, "in_process", False):  # JIT-compiled: a launcher, nothing on disk
+                spec = self._target.specialization(compiled)
+                return Launcher(CallPlan.of(spec), spec.function)
             return None
         spec = self._target.specialization(compiled)
         plan = CallPlan.of(spec)
@@ -249,7 +252,7 @@ class Kernel:
         return self.specialize_shapes([a.shape for a in arrays], [a.dtype for a in arrays], build=False).source.text
 
 
-def compile(source: SourceLike, target: str = "openmp", **options) -> Kernel:  # noqa: A001 - the public API name
+def compile(source: SourceLike, target: Optional[str] = None, **options) -> Kernel:  # noqa: A001 - the public API name
     """Compile a Tile program (text, path or Program) into a shape-polymorphic :class:`Kernel`.
 
     >>> k = compile("examples/matmul.tile")
@@ -259,7 +262,8 @@ def compile(source: SourceLike, target: str = "openmp", **options) -> Kernel:  #
     Options (all keyword; every one is part of the kernel cache key):
 
     ``target``
-        ``"openmp"`` (C with OpenMP pragmas, built by the host C compiler; the default),
+        ``"openmp"`` (C with OpenMP pragmas, built by the host C compiler; the default where one is found),
+        ``"llvm"`` (LLVM IR JIT-compiled in-process by llvmlite; the default where no C compiler is found),
         ``"cuda"`` (nvcc; needs a GPU to run) or ``"cuda-emulate"`` (the CUDA mapping run on the CPU).
     ``hardware``
         The descriptor of the target: a preset name (``polytile hw list``), ``"host"`` (detected; the
@@ -285,7 +289,7 @@ def compile(source: SourceLike, target: str = "openmp", **options) -> Kernel:  #
     An openmp kernel compiled once for a signature is found again by any later process in the
     specialization cache (see :mod:`polytile.kernel`) without running the pipeline.
     """
-    return Kernel(load_program(source), Options.make(target, **options))
+    return Kernel(load_program(source), Options.make(target or targets.default_name(), **options))
 
 
 __all__ = ["Kernel", "compile", "specialization_key", "Options"]

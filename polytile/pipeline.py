@@ -94,14 +94,22 @@ def schedule(source: SourceLike, dims=None, *, shapes=None, dtypes=None, fusion:
     return spec.schedule.with_(meta=meta)
 
 
-def build_scop(scop: Scop, schedule: Optional[Schedule] = None, *, cflags=None) -> Specialization:
+def build_scop(scop: Scop, schedule: Optional[Schedule] = None, *, cflags=None, target: str = "openmp") -> Specialization:
     """Generate, compile and load any Scop (e.g. one from isl text or the C frontend).
 
-    Without ``schedule`` the original order with outermost parallel loops is used.
+    Without ``schedule`` the original order with outermost parallel loops is used.  ``target="llvm"``
+    JIT-compiles LLVM IR instead of building C (no C compiler; statements kept as C text are refused).
     """
     dependences = deps_mod.compute(scop)
     if schedule is None:
         schedule = sched_mod.auto_parallel(sched_mod.initial(scop, dependences))
+    if target == "llvm":
+        from .codegen.llvm import generate as generate_llvm
+        from .runtime import jit
+
+        source = generate_llvm(scop, schedule.tree(), parallel=jit.gomp() is not None)
+        fn = jit.compile_ir(source.text, source.entry, len(source.params))
+        return Specialization(None, scop, dependences, schedule, source, None, fn)
     source = generate_c(scop, schedule.tree())
     cfg = get_config()
     path = runtime.build(source.text, flags=tuple(cflags) if cflags else cfg.cflags, name_hint=scop.name)

@@ -40,6 +40,13 @@ class Specialization:
         return f"<polytile Specialization of {self.scop.name}: {len(self.scop.statements)} statements, {built}>"
 
 
+def _has_parallel_region(source) -> bool:
+    """Whether generated code starts threads: an OpenMP pragma in C, a libgomp team in LLVM IR."""
+    if getattr(source, "lang", "c") == "llvm":
+        return '@"GOMP_parallel"(' in source.text
+    return "#pragma omp parallel" in source.text
+
+
 def run_specialization(spec: Specialization, arrays: Sequence[np.ndarray]):
     """Allocate outputs and temporaries, call the compiled function, return the outputs."""
     bufs = {}
@@ -147,7 +154,7 @@ class CallPlan:
         constants = tuple((p.source_name, math.trunc(sizes[p.source_name])) for p in spec.source.params
                           if p.kind == "input" and p.source_name in sizes)
         return cls(spec.source.entry, params, tuple(spec.bound.program.input_names),
-                   tuple(spec.bound.program.outputs), constants, "#pragma omp parallel" in spec.source.text)
+                   tuple(spec.bound.program.outputs), constants, _has_parallel_region(spec.source))
 
     def to_json(self) -> dict:
         return {"entry": self.entry, "params": [[k, n, d, list(s)] for k, n, d, s in self.params],

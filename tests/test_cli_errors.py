@@ -112,8 +112,14 @@ def test_polytile_cflags_the_compiler_rejects():
 
 
 def test_missing_compiler_is_an_environment_error(tmp_path):
-    p = polytile_cli("run", EX / "matmul.tile", "--dims", "M=4,N=4,K=4", POLYTILE_CC=str(tmp_path / "no-cc"))
+    # Asked for by name, the C target needs its compiler ...
+    p = polytile_cli("run", EX / "matmul.tile", "--dims", "M=4,N=4,K=4", "--target", "openmp",
+                     POLYTILE_CC=str(tmp_path / "no-cc"))
     assert_clean(p, 3, "C compiler", "not found", "POLYTILE_CC")
+    # ... while the default target is then llvm, which needs none.
+    p = polytile_cli("run", EX / "matmul.tile", "--dims", "M=4,N=4,K=4", "--repeat", "1", "--check",
+                     POLYTILE_CC=str(tmp_path / "no-cc"))
+    assert_clean(p, 0)
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has a GPU")

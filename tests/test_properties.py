@@ -35,7 +35,7 @@ from typing import Dict, List, Optional, Tuple, Union
 
 import numpy as np
 import pytest
-from hypothesis import event, given, note
+from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
 import polytile
@@ -217,7 +217,7 @@ def _run(fn):
         return None, exc
 
 
-def check_program(gen: Generated, seed: int) -> str:
+def check_program(gen: Generated, seed: int, target: str = "openmp") -> str:
     """Round-trip, run both sides, compare; return what happened (for statistics)."""
     note(gen.text)
     program = parse(gen.text)
@@ -232,7 +232,7 @@ def check_program(gen: Generated, seed: int) -> str:
         lo, hi = -1, 1  # keep products finite (inf * 0 would depend on the order)
         arrays = _inputs(gen, seed, lo, hi)
         want, ref_err = _run(lambda: _as_tuple(polytile.reference(program, *arrays)))
-    kernel, compile_err = _run(lambda: polytile.compile(gen.text))
+    kernel, compile_err = _run(lambda: polytile.compile(gen.text, target=target))
     assert compile_err is None, f"compile() refused a program the generator considers valid: {compile_err}"
     got, run_err = _run(lambda: _as_tuple(kernel(*arrays)))
 
@@ -254,7 +254,7 @@ def check_program(gen: Generated, seed: int) -> str:
         assert g.dtype == w.dtype, f"{name}: dtype {g.dtype} != oracle {w.dtype}"
         assert g.shape == w.shape, f"{name}: shape {g.shape} != oracle {w.shape}"
         np.testing.assert_array_equal(g, w, err_msg=f"output {name} of\n{gen.text}\ninputs {arrays}")
-    races = parallel_loop_races(kernel.source(*arrays))
+    races = parallel_loop_races(kernel.source(*arrays)) if target == "openmp" else []
     assert not races, "parallel loops write one cell from several iterations:\n" + "\n".join(races)
     return "ran" if any(np.any(w != 0) for w in want) else "ran, all outputs 0"
 
@@ -266,6 +266,13 @@ def test_random_contractions_match_oracle(gen, seed):
     event(f"agg {gen.agg}")
     for f in gen.features:
         event(f)
+
+
+@settings(max_examples=25)
+@given(gen=programs(), seed=st.integers(0, 2**32 - 1))
+def test_random_contractions_match_oracle_llvm(gen, seed):
+    """The same random programs on the llvm target (LLVM IR, JIT-compiled): the oracle's results."""
+    event(check_program(gen, seed, "llvm"))
 
 
 # ---------------------------------------------------------------------------

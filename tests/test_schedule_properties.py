@@ -219,9 +219,9 @@ def brute_force_violation(s: S.Schedule) -> str:
 # ---------------------------------------------------------------------------
 
 
-def check_tile_result(s: S.Schedule, name: str, dims: str) -> None:
+def check_tile_result(s: S.Schedule, name: str, dims: str, target: str = "openmp") -> None:
     path = EXAMPLES / f"{name}.tile"
-    k = polytile.compile(path, schedule=s)
+    k = polytile.compile(path, schedule=s, target=target)
     prog = k.program
     shapes = polytile.shapes_from_dims(prog, pipeline.parse_dims(dims))
     rng = np.random.default_rng(len(s.steps))
@@ -232,11 +232,11 @@ def check_tile_result(s: S.Schedule, name: str, dims: str) -> None:
         np.testing.assert_array_equal(o, r, err_msg=f"{name} with {[str(x) for x in s.steps]}")
 
 
-def check_isl_result(s: S.Schedule) -> None:
+def check_isl_result(s: S.Schedule, target: str = "openmp") -> None:
     rng = np.random.default_rng(len(s.steps))
     arrays = {a.name: rng.integers(-4, 5, size=a.shape).astype(a.dtype) for a in s.scop.arrays}
     want = execute(s.scop, arrays)
-    got = pipeline.run_scop(pipeline.build_scop(s.scop, s), arrays)
+    got = pipeline.run_scop(pipeline.build_scop(s.scop, s, target=target), arrays)
     for a in s.scop.arrays:
         np.testing.assert_array_equal(got[a.name], want[a.name], err_msg=f"{a.name} with {[str(x) for x in s.steps]}")
 
@@ -344,6 +344,21 @@ def test_random_steps_on_tile_examples(data):
 def test_random_steps_on_isl_scops(data):
     name = data.draw(st.sampled_from(sorted(ISL_CASES)), label="program")
     apply_random_steps(data, isl_base(name), check_isl_result)
+
+
+@settings(max_examples=25)
+@given(data=st.data())
+def test_random_steps_on_tile_examples_llvm(data):
+    """The same random steps, compiled by the llvm target (LLVM IR, JIT): the oracle's results."""
+    name, dims = data.draw(st.sampled_from(TILE_CASES), label="program")
+    apply_random_steps(data, tile_base(name, dims), lambda s: check_tile_result(s, name, dims, "llvm"))
+
+
+@settings(max_examples=25)
+@given(data=st.data())
+def test_random_steps_on_isl_scops_llvm(data):
+    name = data.draw(st.sampled_from(sorted(ISL_CASES)), label="program")
+    apply_random_steps(data, isl_base(name), lambda s: check_isl_result(s, "llvm"))
 
 
 @pytest.mark.slow

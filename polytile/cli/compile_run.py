@@ -64,8 +64,9 @@ def add_compile_parser(subs, formatter, common) -> None:
                                     "concrete sizes and dtypes.")
     p.add_argument("file", metavar="FILE.tile", help="the Tile program")
     p.add_argument("-o", "--output", metavar="OUT.c", help="write the C here instead of stdout")
-    p.add_argument("--target", default="openmp",
-                   help="code generation target: openmp (C, the default), cuda (nvcc), or cuda-emulate "
+    p.add_argument("--target", default=None,
+                   help="code generation target: openmp (C; the default where a C compiler is found), llvm "
+                        "(LLVM IR compiled in-process; the default without one), cuda (nvcc), or cuda-emulate "
                         "(the CUDA mapping run on the CPU)")
     p.add_argument("--build", action="store_true",
                    help="also compile the C into a shared library (cached) and print its path")
@@ -89,14 +90,15 @@ def cmd_compile(args) -> int:
             raise PolytileError(f"cannot write {out}: {exc.strerror or exc}") from None
         # The C went to a file, so stdout is free for the report.
         report = sys.stdout
-        print(f"wrote {out} ({len(src.text.splitlines())} lines of C)", file=report)
+        lang = {"llvm": "LLVM IR", "cuda": "CUDA"}.get(getattr(src, "lang", "c"), "C")
+        print(f"wrote {out} ({len(src.text.splitlines())} lines of {lang})", file=report)
     else:
         sys.stdout.write(src.text if src.text.endswith("\n") else src.text + "\n")
         # Keep stdout pure C (so `> kernel.c` works); the rest goes to stderr.
         report = sys.stderr
     print(f"entry: {src.entry}({params})", file=report)
     if args.build:
-        print(f"library: {spec.library_path}", file=report)
+        print(f"library: {spec.library_path or '(in memory: JIT-compiled by LLVM)'}", file=report)
     return 0
 
 
@@ -130,8 +132,9 @@ def add_run_parser(subs, formatter, common) -> None:
                                     "the time per call and GFLOP/s.  With --check, compare the outputs "
                                     "with the reference interpreter.")
     p.add_argument("file", metavar="FILE.tile", help="the Tile program")
-    p.add_argument("--target", default="openmp",
-                   help="code generation target: openmp (C, the default), cuda (nvcc), or cuda-emulate "
+    p.add_argument("--target", default=None,
+                   help="code generation target: openmp (C; the default where a C compiler is found), llvm "
+                        "(LLVM IR compiled in-process; the default without one), cuda (nvcc), or cuda-emulate "
                         "(the CUDA mapping run on the CPU)")
     p.add_argument("--check", action="store_true", help="compare with the reference interpreter; exit 1 on FAIL")
     _timing_options(p)

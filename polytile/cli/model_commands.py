@@ -108,7 +108,7 @@ def add_show_parser(subs, formatter, common) -> None:
                                     "(.c) shows each #pragma scop region: domains, accesses and dependences "
                                     "(--dims fixes its parameters).")
     p.add_argument("file", metavar="FILE.tile|FILE.c", help="the Tile program, or a C file with #pragma scop regions")
-    p.add_argument("--target", default="openmp", choices=("openmp", "cuda", "cuda-emulate"),
+    p.add_argument("--target", default="openmp", choices=("openmp", "llvm", "cuda", "cuda-emulate"),
                    help="with cuda/cuda-emulate also print the GPU mapping (grid, block, sequential loops)")
     p.add_argument("--hardware", default=None, metavar="NAME|FILE",
                    help="hardware descriptor of the target, as for compile: it guides the automatic tiling "

@@ -42,6 +42,10 @@ class Target:
     #: one entry point run by :func:`run_specialization`: later processes find it in the specialization
     #: cache (:mod:`polytile.kernel`) instead of compiling.
     disk_cacheable: bool = False
+    #: What :meth:`compile` returns is a :class:`Specialization` whose ``function`` runs in this process
+    #: (a JIT-compiled entry point with a library's call interface): the Kernel calls it through a
+    #: :class:`~polytile.specialization.Launcher`, though nothing is stored on disk.
+    in_process: bool = False
 
     def compile(self, lowered: Lowered, options: Any, *, build: bool = True) -> Any:
         """Schedule, generate and (with ``build``) build ``lowered`` under ``options`` (options.Options)."""

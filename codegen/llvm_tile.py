@@ -1,0 +1,379 @@
+"""Register tiles and packed panels in LLVM IR: the ``regtile`` and ``pack`` marks of the llvm target.
+
+Both follow their C counterparts exactly, sharing the analysis: :func:`.microkernel.analyse` decides
+whether a register tile applies and classifies its loads, :func:`.microkernel.packed_loads` which
+loads read a packed buffer, and :mod:`.pack` computes footprints and the blocked layout.
+
+A register tile's ``MR x NR/V`` accumulators are ``<V x T>`` values (kept in ``alloca`` slots that
+LLVM's SROA turns into registers); loads varying along the columns are unaligned vector loads, those
+varying along the rows are scalars broadcast to every lane.  Partial blocks at the edges run the
+generic loop nest.
+
+    >>> # regtile(gen, inner, RegTile(1, "i", 8, "j", 32, 16), generic) -> True when emitted
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Tuple
+
+import islpy as isl
+from llvmlite import ir
+
+from polytile import dtypes as D
+from polytile.poly import body as B
+from polytile.scheduling.marks import Pack, RegTile, encode
+
+from . import microkernel, pack as pack_mod
+from .llvm_body import FP, I1, I8P, I32, I64, UnsupportedConstruct, memory_type, value_type
+
+# -- packs ---------------------------------------------------------------------------
+
+
+def allocate_packs(gen) -> List[Tuple[ir.Value, pack_mod.PackBuffer]]:
+    """Allocate every pack buffer in the entry (one slice per thread where the pack lies in a parallel
+    loop); the entry returns ENOMEM when one cannot be had.  Binds ``pt_pkbufK`` in the frame."""
+    from .llvm import PACK_ENOMEM
+
+    b = gen.b
+    out = []
+    if not gen.pack_slots:
+        return out
+    threads = b.sext(b.call(gen.declare("omp_get_max_threads", I32, []), []), I64) if gen.use_threads \
+        else ir.Constant(I64, 1)
+    alloc = gen.declare("aligned_alloc", I8P, [I64, I64])
+    failed = ir.Constant(I1, 0)
+    for key, (k, per_thread) in sorted(gen.pack_slots.items(), key=lambda x: x[1][0]):
+        fp = gen.footprints[key]
+        buf = pack_mod.PackBuffer(f"pt_pk{k}", gen.arrays[fp.array], fp.dim, fp.block, fp.size)
+        item = D.width(buf.array.dtype) // 8 if buf.array.dtype != "bool" else 1
+        count = ir.Constant(I64, buf.elements * item)
+        if per_thread:
+            count = b.mul(count, threads)
+        align = ir.Constant(I64, pack_mod.ALIGN)
+        size = b.mul(b.sdiv(b.add(count, ir.Constant(I64, pack_mod.ALIGN - 1)), align), align)
+        mem = b.call(alloc, [align, size])
+        failed = b.or_(failed, b.icmp_unsigned("==", mem, ir.Constant(I8P, None)))
+        out.append((mem, buf))
+        gen.frame.vals[f"pt_pkbuf{k}"] = b.bitcast(mem, memory_type(buf.array.dtype).as_pointer())
+
+    def fail():
+        free_packs(gen, out)
+        gen.b.ret(ir.Constant(I32, PACK_ENOMEM))
+        gen.b.position_at_end(gen.b.append_basic_block("unreachable"))  # the 'then' branch's merge jump
+    gen.when(failed, fail)
+    return out
+
+
+def free_packs(gen, buffers) -> None:
+    free = gen.declare("free", ir.VoidType(), [I8P])
+    for mem, _ in buffers:
+        gen.b.call(free, [mem])
+
+
+def pack(gen, n: isl.AstNode, mark: Pack, inner: isl.AstNode, marks) -> None:
+    """Copy the mark's footprint into its blocked buffer, then emit the subtree reading through it."""
+    key = pack_mod.annotation(n)
+    fp = gen.footprints.get(key) if key else None
+    if fp is None or key not in gen.pack_slots:
+        gen.notes.append(f"{encode(mark)} not applied: no footprint")
+        return gen.node(inner, marks)
+    k, per_thread = gen.pack_slots[key]
+    arr = gen.arrays[fp.array]
+    buf = pack_mod.PackBuffer(f"pt_pk{k}", arr, fp.dim, fp.block, fp.size)
+    b = gen.b
+    vals = gen.frame.vals
+    base = vals[f"pt_pkbuf{k}"]
+    if per_thread:
+        tid = b.sext(b.call(gen.declare("omp_get_thread_num", I32, []), []), I64)
+        base = b.gep(base, [b.mul(tid, ir.Constant(I64, buf.elements))])
+    saved_vals, saved_packed = dict(vals), dict(gen.packed)
+    vals[buf.name] = base
+    for d in range(len(fp.size)):
+        vals[buf.origin(d)] = gen.aexpr(fp.lo_ast[d])
+    _copy(gen, buf)
+    gen.packed[arr.name] = buf
+    try:
+        gen.node(inner, marks)
+    finally:
+        vals.clear()
+        vals.update(saved_vals)
+        gen.packed = saved_packed
+
+
+def strides(buf: pack_mod.PackBuffer) -> Dict[int, int]:
+    """The multiplier of each non-packed axis in a block (:meth:`.pack.PackBuffer.inner_offset`'s, as numbers)."""
+    out, stride = {}, buf.block
+    for d in reversed(range(len(buf.size))):
+        if d == buf.dim:
+            continue
+        out[d] = stride
+        stride *= buf.size[d]
+    return out
+
+
+def _offset(gen, buf: pack_mod.PackBuffer, t: List[ir.Value]) -> ir.Value:
+    """``inner_offset(t)``: the position of the non-packed axes ``t`` (relative to the box) in a block."""
+    b = gen.b
+    off = ir.Constant(I64, 0)
+    for d, s in strides(buf).items():
+        off = b.add(off, b.mul(t[d], ir.Constant(I64, s)))
+    return off
+
+
+def _copy(gen, buf: pack_mod.PackBuffer) -> None:
+    """The loops of :func:`.pack.copy_code` (serial): every cell of the box inside the array, blocked."""
+    n, D_, BS = len(buf.size), buf.dim, buf.block
+    vals = gen.frame.vals
+    origin = [vals[buf.origin(d)] for d in range(n)]
+    shape = buf.array.shape
+    x: Dict[int, ir.Value] = {}
+    state: Dict[str, ir.Value] = {}
+
+    def smax(a, c):
+        return gen.b.select(gen.b.icmp_signed(">", a, c), a, c)
+
+    def smin(a, c):
+        return gen.b.select(gen.b.icmp_signed("<", a, c), a, c)
+
+    def lo(d):
+        return smax(origin[d], ir.Constant(I64, 0))
+
+    def hi(d):
+        return smin(gen.b.add(origin[d], ir.Constant(I64, buf.size[d])), ir.Constant(I64, shape[d]))
+
+    if D_ == n - 1:
+        loops = [("axis", d) for d in range(n) if d != D_] + [("block", D_), ("lane", D_)]
+    else:
+        loops = [("axis", d) for d in range(n) if d < D_] + [("block", D_), ("lane", D_)] + \
+                [("axis", d) for d in range(n) if d > D_]
+
+    def level(i: int) -> None:
+        b = gen.b
+        if i == len(loops):
+            xs = dict(x)
+            xs[D_] = b.add(b.add(origin[D_], b.mul(state["b"], ir.Constant(I64, BS))), state["l"])
+            t = [b.sub(xs[d], origin[d]) for d in range(n)]
+            target = b.add(b.add(b.mul(state["b"], ir.Constant(I64, buf.block_stride)), _offset(gen, buf, t)), state["l"])
+            dtype = buf.array.dtype
+            v = gen.body.load_elem(gen.body.address(buf.array.name, [xs[d] for d in range(n)]), dtype)
+            gen.body.store_elem(v, b.gep(vals[buf.name], [target], inbounds=True), dtype)
+            return
+        kind, d = loops[i]
+        if kind == "axis":
+            def axis(v, d=d):
+                x[d] = v
+                level(i + 1)
+            gen.loop(lo(d), hi(d), axis)
+        elif kind == "block":
+            def block(v):
+                state["b"] = v
+                level(i + 1)
+            gen.loop(ir.Constant(I64, 0), ir.Constant(I64, buf.nblocks), block)
+        else:
+            at = b.add(origin[d], b.mul(state["b"], ir.Constant(I64, BS)))
+            first = smax(ir.Constant(I64, 0), b.sub(lo(d), at))
+            last = smin(ir.Constant(I64, BS), b.sub(hi(d), at))
+
+            def lane(v):
+                state["l"] = v
+                level(i + 1)
+            gen.loop(first, last, lane)
+    level(0)
+
+
+# -- register tiles -----------------------------------------------------------------------
+
+
+def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> bool:
+    """Emit the register tile of ``mark`` over subtree ``n``; False (nothing emitted) when it does not apply."""
+    from .llvm import _Unbound
+
+    try:
+        plan = microkernel.analyse(gen.stmts, gen.arrays, n, mark)
+        _check_vectorisable(plan.st.body.value, plan.dtype)
+        # Everything evaluated before the tile's first block: a name out of scope falls back cleanly.
+        (_, _, _, inode), (_, _, _, jnode) = plan.block
+        i0, j0 = gen.aexpr(inode.for_get_init()), gen.aexpr(jnode.for_get_init())
+        iub, jub = _upper(gen, inode), _upper(gen, jnode)
+        env = {v: gen.aexpr(plan.call.op_get_arg(k + 1)) for k, v in enumerate(plan.st.iters)
+               if v not in (mark.rows, mark.cols) and not plan.uses_red(plan.args[v])}
+    except (microkernel.Fallback, _Unbound) as why:
+        gen.notes.append(f"regtile not applied: {why}")
+        return False
+    b = gen.b
+    full = b.and_(b.icmp_signed("==", b.add(b.sub(iub, i0), ir.Constant(I64, 1)), ir.Constant(I64, mark.mr)),
+                  b.icmp_signed("==", b.add(b.sub(jub, j0), ir.Constant(I64, 1)), ir.Constant(I64, mark.nr)))
+    gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0), generic)
+    return True
+
+
+def _upper(gen, node: isl.AstNode) -> ir.Value:
+    cond = node.for_get_cond()
+    ub = gen.aexpr(cond.op_get_arg(1))
+    if cond.op_get_type() == isl.ast_expr_op_type.lt:
+        ub = gen.b.sub(ub, ir.Constant(I64, 1))
+    return ub
+
+
+def _check_vectorisable(n: B.Node, dtype: str) -> None:
+    """What :func:`_vexpr` can emit: loads, constants, + - * (and / of floats), negation, no-op casts."""
+    if isinstance(n, (B.Load, B.Const)):
+        return
+    if isinstance(n, B.Bin) and n.op in ("+", "-", "*", "/"):
+        if n.op == "/" and dtype not in ("float32", "float64"):
+            # C's vector division by zero traps where pt_div gives 0: the generic code keeps that rule.
+            raise microkernel.Fallback("integer division is not vectorised")
+        _check_vectorisable(n.a, dtype)
+        _check_vectorisable(n.b, dtype)
+        return
+    if isinstance(n, B.Neg) or (isinstance(n, B.Cast) and n.dtype == n.operand.dtype):
+        return _check_vectorisable(n.operand, dtype)
+    raise microkernel.Fallback(f"cannot vectorise {type(n).__name__}")
+
+
+def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], i0: ir.Value, j0: ir.Value) -> None:
+    """A full ``MR x NR`` block: accumulators loaded, the reduction loops, accumulators stored."""
+    iname, jname, MR, NR, V = mark.rows, mark.cols, mark.mr, mark.nr, mark.lanes
+    NV = NR // V
+    body, dtype = plan.st.body, plan.dtype
+    scalar = value_type(dtype)
+    vt = ir.VectorType(scalar, V)
+    align = D.width(dtype) // 8
+    isf = dtype in ("float32", "float64")
+
+    def at(r: int, v: int) -> Dict[str, ir.Value]:
+        b = gen.b
+        return {**env, iname: b.add(i0, ir.Constant(I64, r)), jname: b.add(j0, ir.Constant(I64, v * V))}
+
+    def vload(ptr):
+        return gen.b.load(gen.b.bitcast(ptr, vt.as_pointer()), align=align)
+
+    acc = [[gen.alloca(vt) for _ in range(NV)] for _ in range(MR)]
+    out_ptr = [[gen.body.access(body.array, body.index, at(r, v)) for v in range(NV)] for r in range(MR)]
+    for r in range(MR):
+        for v in range(NV):
+            gen.b.store(vload(out_ptr[r][v]), acc[r][v])
+    packed = microkernel.packed_loads(gen.packed, plan.per_r, plan.per_v, iname, jname, MR, NR, plan.red_iters)
+    bases: Dict[B.Load, ir.Value] = {}
+    aligned = ir.Constant(I1, 1)
+    for ld, pk in packed.items():
+        b = gen.b
+        start = {iname: i0, jname: j0}[pk.it]
+        pos = gen.body.as_type(ld.index[pk.axis], "int64", {**env, pk.it: start})
+        q = b.sub(pos, gen.frame.vals[pk.buf.origin(pk.axis)])
+        bases[ld] = q
+        aligned = b.and_(aligned, b.icmp_signed("==", b.srem(q, ir.Constant(I64, pk.buf.block)), ir.Constant(I64, 0)))
+
+    def splat(x: ir.Value) -> ir.Value:
+        b = gen.b
+        one = b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
+        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, V), [0] * V))
+
+    def packed_address(ld: B.Load, lane: int, inner_env) -> ir.Value:
+        """``buf[(q / block) * block_stride + inner_offset(t) + lane]`` (see microkernel._PackedLoad)."""
+        b = gen.b
+        pk = packed[ld]
+        vals = gen.frame.vals
+        # Only the other axes' positions: along the packed axis the block's own loop decides (q).
+        t = [b.sub(gen.body.as_type(e, "int64", inner_env), vals[pk.buf.origin(d)]) if d != pk.buf.dim
+             else None for d, e in enumerate(ld.index)]
+        off = b.mul(b.sdiv(bases[ld], ir.Constant(I64, pk.buf.block)), ir.Constant(I64, pk.buf.block_stride))
+        off = b.add(b.add(off, _offset(gen, pk.buf, t)), ir.Constant(I64, lane))
+        return b.gep(vals[pk.buf.name], [off], inbounds=True)
+
+    def inner_body(use_packs: bool, inner_env) -> None:
+        b = gen.b
+        values: Dict[Tuple[B.Load, int, int], ir.Value] = {}
+        for ld in plan.per_k:
+            x = gen.body.load_elem(gen.body.access(ld.array, ld.index, inner_env), ld.dtype)
+            values[(ld, 0, 0)] = splat(x)
+        for v in range(NV):
+            for ld in plan.per_v:
+                if use_packs and ld in packed:
+                    ptr = packed_address(ld, v * V, inner_env)
+                else:
+                    ptr = gen.body.access(ld.array, ld.index, {**inner_env, **_shift(gen, at(0, v), iname, jname)})
+                values[(ld, 0, v)] = vload(ptr)
+        for r in range(MR):
+            for ld in plan.per_r:
+                if use_packs and ld in packed:
+                    ptr = packed_address(ld, r, inner_env)
+                else:
+                    ptr = gen.body.access(ld.array, ld.index, {**inner_env, **_shift(gen, at(r, 0), iname, jname)})
+                values[(ld, r, 0)] = splat(gen.body.load_elem(ptr, ld.dtype))
+            for v in range(NV):
+                for ld in plan.per_rv:
+                    ptr = gen.body.access(ld.array, ld.index, {**inner_env, **_shift(gen, at(r, v), iname, jname)})
+                    values[(ld, r, v)] = vload(ptr)
+                x = _vexpr(gen, body.value, plan, values, r, v, splat, isf)
+                a = b.load(acc[r][v])
+                if body.reduce == "+":
+                    a = b.fadd(a, x, flags=FP) if isf else b.add(a, x)
+                else:
+                    a = b.fmul(a, x, flags=FP) if isf else b.mul(a, x)
+                b.store(a, acc[r][v])
+
+    def reduction_loops(use_packs: bool) -> None:
+        def level(i: int) -> None:
+            if i == len(plan.red_loops):
+                inner_env = dict(env)
+                for k, name in enumerate(plan.st.iters):
+                    if name not in (iname, jname) and plan.uses_red(plan.args[name]):
+                        inner_env[name] = gen.aexpr(plan.call.op_get_arg(k + 1))
+                inner_body(use_packs, inner_env)
+                return
+            node, it = plan.red_loops[i][0], plan.red_loops[i][1]
+            cond = node.for_get_cond()
+            # isl's reduction loops read `it <= bound` / `it < bound`, the bound free of `it`
+            # (microkernel.analyse took them as a plain chain; the C emitter prints the same condition).
+            if cond.op_get_type() not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+                raise UnsupportedConstruct("a register tile's reduction loop has an unexpected condition")
+            first, bound = gen.aexpr(node.for_get_init()), gen.aexpr(cond.op_get_arg(1))
+            vals = gen.frame.vals
+            saved = vals.get(it)
+
+            def step(value):
+                vals[it] = value
+                level(i + 1)
+            gen.loop(first, bound, step, gen.aexpr(node.for_get_inc()),
+                     inclusive=cond.op_get_type() == isl.ast_expr_op_type.le)
+            if saved is None:
+                vals.pop(it, None)
+            else:
+                vals[it] = saved
+        level(0)
+
+    if packed:
+        gen.when(aligned, lambda: reduction_loops(True), lambda: reduction_loops(False))
+    else:
+        reduction_loops(False)
+    for r in range(MR):
+        for v in range(NV):
+            gen.b.store(gen.b.load(acc[r][v]), gen.b.bitcast(out_ptr[r][v], vt.as_pointer()), align=align)
+
+
+def _shift(gen, where: Dict[str, ir.Value], iname: str, jname: str) -> Dict[str, ir.Value]:
+    return {iname: where[iname], jname: where[jname]}
+
+
+def _vexpr(gen, n: B.Node, plan, values, r: int, v: int, splat, isf: bool) -> ir.Value:
+    """The vector value of ``n`` for accumulator (r, v) (shapes checked by :func:`_check_vectorisable`)."""
+    b = gen.b
+    if isinstance(n, B.Load):
+        if n in plan.per_k:
+            return values[(n, 0, 0)]
+        if n in plan.per_r:
+            return values[(n, r, 0)]
+        if n in plan.per_v:
+            return values[(n, 0, v)]
+        return values[(n, r, v)]
+    if isinstance(n, B.Const):
+        return splat(gen.body.convert(gen.body.expr(n, {}), n.dtype, plan.dtype))
+    if isinstance(n, B.Bin):
+        x, y = _vexpr(gen, n.a, plan, values, r, v, splat, isf), _vexpr(gen, n.b, plan, values, r, v, splat, isf)
+        if isf:
+            return {"+": b.fadd, "-": b.fsub, "*": b.fmul, "/": b.fdiv}[n.op](x, y, flags=FP)
+        return {"+": b.add, "-": b.sub, "*": b.mul}[n.op](x, y)
+    if isinstance(n, B.Neg):
+        x = _vexpr(gen, n.operand, plan, values, r, v, splat, isf)
+        return b.fneg(x) if isf else b.sub(ir.Constant(x.type, None), x)
+    return _vexpr(gen, n.operand, plan, values, r, v, splat, isf)  # a cast to its own dtype

@@ -1,0 +1,45 @@
+"""The LLVM target: the OpenMP target's schedule, LLVM IR from isl's AST, compiled in-process by llvmlite.
+
+No C compiler is involved: the IR is optimised at O3 for the host CPU and JIT-compiled
+(:mod:`polytile.runtime.jit`); parallel loops run on libgomp's threads.  Kernels live as long as the
+process (there is no library on disk, so the specialization cache does not keep them).
+
+    >>> # LLVM_TARGET.compile(lowered, options) -> Specialization; LLVM_TARGET.run(spec, [A, B]) -> C
+"""
+from __future__ import annotations
+
+import time
+
+from ..specialization import Specialization
+from .base import Lowered, Target, stage
+from .openmp import _min_parallel_work, default_schedule
+
+
+class LLVM(Target):
+    """LLVM IR JIT-compiled with llvmlite (``target="llvm"``); needs no C compiler."""
+
+    name = "llvm"
+    in_process = True
+
+    def compile(self, lowered: Lowered, options, *, build: bool = True) -> Specialization:
+        from ..codegen.llvm import generate
+        from ..runtime import jit
+
+        scop, dependences = lowered.scop, lowered.deps
+        t0 = time.perf_counter()
+        sched = default_schedule(scop, dependences, options)
+        stage("schedule", t0, lambda: sched.describe())
+        t0 = time.perf_counter()
+        threads = bool(options.parallel) and jit.gomp() is not None
+        source = generate(scop, sched.tree(), header=str(lowered.program),
+                          min_parallel_copy=_min_parallel_work(options), parallel=threads)
+        stage("codegen", t0, source.text, level=3)
+        if not build:
+            return Specialization(lowered.bound, scop, dependences, sched, source)
+        t0 = time.perf_counter()
+        fn = jit.compile_ir(source.text, source.entry, len(source.params))
+        stage("build", t0, f"llvm jit {source.entry}", level=1)
+        return Specialization(lowered.bound, scop, dependences, sched, source, None, fn)
+
+
+LLVM_TARGET = LLVM()
