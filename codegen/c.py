@@ -369,6 +369,13 @@ class AstPrinter:
         init = _c(n.for_get_init())
         cond = _c(n.for_get_cond()) if not n.for_is_degenerate() else ""
         accumulate, before, after = {}, [], []
+        if self.parallel_depth and any(isinstance(m, Parallel) for m in marks):
+            # Inside a parallel loop, a parallel loop would open a nested region that libgomp runs on
+            # the calling thread alone (nesting is off by default): the region's bookkeeping on every
+            # entry and no parallelism (autotile's fused epilogues sit inside the GEMM's parallel loop).
+            # It runs as a plain loop, as the llvm target runs it; a simd mark stays.
+            self.notes.append(f"parallel loop {it} inside a parallel loop runs serially")
+            marks = tuple(m for m in marks if not isinstance(m, Parallel))
         if marks and not n.for_is_degenerate():
             accumulate, marks, before, after = self._accumulator(n, it, marks)
         cyclic = any(isinstance(m, Parallel) for m in marks) and self._cyclic(n, it)

@@ -1,0 +1,37 @@
+"""Parallel loops nested in parallel loops are emitted as plain loops (codegen/c.py ``_for``).
+
+libgomp runs a nested region on the calling thread alone, so the inner pragma only costs; the fused
+epilogue autotile places inside a GEMM's parallel loop is the case that produced them.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+
+import polytile
+from polytile.hardware import load
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _outlined_bodies(text: str):
+    """The bodies of the outlined parallel-loop functions (pt_parN)."""
+    return re.findall(r"void pt_par\d+\(.*?\)\n\{\n(.*?)\n\}\n", text, re.S)
+
+
+def test_fused_epilogue_inside_a_parallel_loop_is_not_a_nested_region():
+    # Two cores: autotile then parallelises the GEMM's outer tile loop, around the fused epilogue.
+    hw = dataclasses.replace(load("x86-avx512"), cores=2)
+    k = polytile.compile(str(EXAMPLES / "matmul_bias_relu.tile"), hardware=hw)
+    rng = np.random.default_rng(0)
+    A, W, B = (rng.integers(-4, 5, s).astype(np.float32) for s in ((512, 512), (512, 512), (512,)))
+    spec = k.specialize(A, W, B)
+    bodies = _outlined_bodies(spec.source.text)
+    assert bodies, "expected outlined parallel loops"
+    assert not any("omp parallel" in b for b in bodies)
+    # The case arises: the epilogue (the loop writing Y) runs inside the GEMM's parallel loop.
+    assert any("Y[" in b and "A[" in b for b in bodies)
+    np.testing.assert_array_equal(k(A, W, B), np.maximum(A @ W + B, 0))
