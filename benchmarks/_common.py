@@ -127,52 +127,11 @@ def _step_text(step: Dict[str, Any]) -> str:
     return f"{step['op']}({args})"
 
 
-# A register-only FMA loop on every thread: what the cores really sustain
-# (the host descriptor's clock is the nominal one /proc/cpuinfo reports; on
-# this kind of VM the cores run well above it, so "% of descriptor peak"
-# flatters every kernel).  24 independent accumulators hide the FMA latency.
-_PEAK_C = r"""
-#include <omp.h>
-typedef float pt_v16 __attribute__((vector_size(64)));
-double pt_peak(long iters) {
-  double best = 0.0;
-  for (int rep = 0; rep < 3; rep++) {
-    double t0 = omp_get_wtime();
-    float sink = 0.0f;
-    #pragma omp parallel reduction(+:sink)
-    {
-      pt_v16 a[24]; pt_v16 b = {1.0f}, c = {1e-7f};
-      for (int i = 0; i < 24; i++) a[i] = (pt_v16){(float)i};
-      for (long n = 0; n < iters; n++) {
-        #pragma GCC unroll 24
-        for (int i = 0; i < 24; i++) a[i] = a[i] * b + c;
-      }
-      for (int i = 0; i < 24; i++) sink += a[i][0];
-    }
-    double dt = omp_get_wtime() - t0;
-    double flops = (double)iters * 24 * 32 * omp_get_max_threads();
-    if (sink != -1.0f && flops / dt > best) best = flops / dt;
-  }
-  return best / 1e9;
-}
-"""
-
-
 def measured_peak_gflops() -> Optional[float]:
-    """fp32 GFLOP/s of a pure FMA loop on all threads (built with the kernels' flags), or None."""
-    import ctypes
+    """fp32 GFLOP/s of a pure FMA loop on all threads, or None without a C compiler (polytile.probe)."""
+    from polytile import probe
 
-    from polytile import runtime
-    from polytile.config import get_config
-
-    try:
-        path = runtime.build(_PEAK_C, flags=get_config().cflags, name_hint="peak")
-        fn = ctypes.CDLL(str(path)).pt_peak
-    except Exception:  # noqa: BLE001 - a missing compiler only loses this column
-        return None
-    fn.restype = ctypes.c_double
-    fn.argtypes = [ctypes.c_long]
-    return float(fn(20_000_000))
+    return probe.fma_peak_gflops()
 
 
 # Pure interpreter arithmetic: one core's worth of demand, no memory traffic, no threads.  It

@@ -61,6 +61,8 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
      ("poly", "deps", "schedule", "hardware", "errors", "names", "isl_parts")),
     ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names", "dtypes", "deadline", "isl_parts")),
     ("runtime", ("polytile.runtime",), ("config", "errors", "version")),
+    # Measured machine ceilings (an FMA loop, a triad): small C probes built by the runtime.
+    ("probe", ("polytile.probe",), ("config", "errors", "runtime")),
     # One specialisation's record and calling it on numpy arrays.
     ("specialization", ("polytile.specialization",), ("errors", "memory")),
     # Back ends as plugins: schedule, generate and build a lowered program (OpenMP C, CUDA).
