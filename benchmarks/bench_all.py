@@ -496,8 +496,13 @@ def run_workload(w: Workload, script: Path, workers: List[Worker], args, say, tm
         tuned_sub = local("tuned", tuned)
         rec["tuned_schedule"] = _kernel_info(tuned, arrays)
 
-    # Interleaving order: numpy as set, polytile, numpy other core type, untuned, tuned.
-    subjects = baseline_subjects[0] + ([pt] if pt else []) + baseline_subjects[1] \
+    llvm_sub = None
+    if args.llvm:
+        say(f"{key}: compiling polytile's default for the llvm target")
+        llvm_sub = local("polytile-llvm", polytile.compile(w.tile, target="llvm"))
+
+    # Interleaving order: numpy as set, polytile, (polytile on llvm,) numpy other core type, untuned, tuned.
+    subjects = baseline_subjects[0] + ([pt] if pt else []) + ([llvm_sub] if llvm_sub else []) + baseline_subjects[1] \
         + [s for s in (untuned_sub, tuned_sub) if s is not None]
     rec["checks"] = checks
     say(f"{key}: timing {len(subjects)} entries interleaved ({args.warmup} warm-up + {args.repeat} timed rounds)")
@@ -538,6 +543,12 @@ def run_workload(w: Workload, script: Path, workers: List[Worker], args, say, tm
         "numpy_min_s": base_min, "polytile_min_s": pt_min,
         "ratio_of_mins": (base_min / pt_min) if base_min and pt_min else None,
     }
+    if llvm_sub is not None:
+        lt = llvm_sub.median
+        rec["result"].update({"llvm_median_s": lt, "llvm_gflops": _gflops(w.flops, lt),
+                              "llvm_ratio": (base_t / lt) if base_t and lt else None,
+                              "llvm_vs_openmp": (pt_t / lt) if pt_t and lt else None,
+                              "llvm_min_s": min(llvm_sub.times) if llvm_sub.times else None})
     if args.tune is not None:
         ut = untuned_sub.median if untuned_sub else None
         tt = tuned_sub.median if tuned_sub else None
@@ -555,6 +566,8 @@ def add_arguments(p) -> None:
     """Options of every CPU benchmark script (beyond ``_common.parser``'s)."""
     p.add_argument("--tune", metavar="BUDGET", default=None,
                    help="also autotune every shape with this search budget (30s, 2m, or seconds)")
+    p.add_argument("--llvm", action="store_true",
+                   help="also time polytile's default compiled for the llvm target (in-process JIT), interleaved")
     p.add_argument("--gap", type=float, default=0.2,
                    help="idle seconds before every sample (lets OpenBLAS/OpenMP spinning threads go to sleep)")
     p.add_argument("--min-sample", dest="min_sample", type=float, default=0.05,
@@ -608,6 +621,9 @@ def main(script: str, description: str, default_out: str, workloads: Callable[[A
               + f", {r['load_after'][:1]} at the end")
     print()
     print(result_table(records, labels))
+    if args.llvm:
+        print()
+        print(llvm_table(records))
     if args.tune is not None:
         print()
         print(tune_table(records))
@@ -634,7 +650,7 @@ def main(script: str, description: str, default_out: str, workloads: Callable[[A
                                              measured_peak_gflops_fp32=args.measured_peak,
                                              method={"gap_s": args.gap, "min_sample_s": args.min_sample,
                                                      "repeat": args.repeat, "warmup": args.warmup,
-                                                     "seed": args.seed, "tune": args.tune,
+                                                     "seed": args.seed, "tune": args.tune, "llvm": args.llvm,
                                                      "check": f"allclose(rtol={RTOL}, atol={RTOL}*max|truth|)",
                                                      "ratio": f"numpy ({labels[0]}) / polytile"}),
             "workloads": records}
@@ -655,6 +671,18 @@ def result_table(records: List[Dict[str, Any]], labels: Sequence[str]) -> str:
                      _f(x.get("polytile_measured_peak_pct"), "{:.1f}"),
                      f">= {r['target']}x" + (f" (aim {r['aim']}x)" if r["aim"] else ""),
                      _f(x.get("ratio_of_mins"), "{:.2f}x")])
+    return format_table(rows)
+
+
+def llvm_table(records: List[Dict[str, Any]]) -> str:
+    """The llvm target beside the openmp (gcc) one, both against numpy in the same interleaved rounds."""
+    rows = [["workload", "shape", "numpy ms", "openmp ms", "llvm ms", "openmp ratio", "llvm ratio", "llvm / openmp speed",
+             "llvm GFLOP/s"]]
+    for r in records:
+        x = r["result"]
+        rows.append([r["family"], r["shape"], _common.ms(x["numpy_median_s"]), _common.ms(x["polytile_median_s"]),
+                     _common.ms(x.get("llvm_median_s")), _f(x["ratio"], "{:.2f}x"), _f(x.get("llvm_ratio"), "{:.2f}x"),
+                     _f(x.get("llvm_vs_openmp"), "{:.2f}x"), _f(x.get("llvm_gflops"), "{:.1f}")])
     return format_table(rows)
 
 
@@ -679,6 +707,9 @@ def tune_table(records: List[Dict[str, Any]]) -> str:
 # ---------------------------------------------------------------------------
 
 SCRIPTS = {"gemm": "bench_gemm.py", "conv": "bench_conv.py", "fused": "bench_fused.py", "batched": "bench_batched.py"}
+#: Issue 15: the llvm target's speed relative to the openmp (gcc) target, same workload, same run.
+LLVM_VS_OPENMP = 0.8
+
 #: The issue's targets for the autotuner rows.
 TUNE_SPEEDUP, TUNE_SPEEDUP_AIM, TUNE_SECONDS = 1.5, 3.0, 120.0
 
@@ -709,6 +740,11 @@ def summary(results: Mapping[str, Optional[Dict[str, Any]]]) -> Tuple[str, List[
                          "peak_pct": x["polytile_peak_pct"], "target": f">= {r['target']}x"
                          + (f" (aim {r['aim']}x)" if r["aim"] else ""),
                          "verdict": _verdict(x["ratio"], r["target"], r["aim"])})
+            if x.get("llvm_vs_openmp") is not None:
+                rows.append({"row": f"{r['family']} llvm target vs openmp", "shape": r["shape"],
+                             "baseline_ms": x["polytile_median_s"], "polytile_ms": x["llvm_median_s"],
+                             "measured": x["llvm_vs_openmp"], "unit": "x", "gflops": x.get("llvm_gflops"),
+                             "target": f">= {LLVM_VS_OPENMP}x", "verdict": _verdict(x["llvm_vs_openmp"], LLVM_VS_OPENMP, None)})
         for r in data["workloads"]:
             if not r.get("tune"):
                 continue
@@ -750,6 +786,8 @@ def run_all(argv=None) -> int:
                "--load-threshold", str(args.load_threshold), "--max-wait", str(args.max_wait)]
         if args.tune is not None:
             cmd += ["--tune", str(args.tune)]
+        if args.llvm:
+            cmd.append("--llvm")
         if args.quiet:
             cmd.append("--quiet")
         print(f"===== {script}: {' '.join(cmd[1:])}", flush=True)
@@ -759,8 +797,8 @@ def run_all(argv=None) -> int:
         results[fam] = json.loads(out.read_text()) if rc == 0 and out.exists() else None
         print(flush=True)
     text, rows = summary(results)
-    print(f"===== summary (ratios: numpy / polytile, numpy with the environment as set; "
-          f"'before' is numpy, or the untuned default for the autotuner rows)")
+    print("===== summary (ratios: numpy / polytile, numpy with the environment as set; "
+          "'before' is numpy, or the untuned default for the autotuner rows)")
     print(text)
     data = {"provenance": _common.provenance(benchmark="cpu_all", load_average_end=loadavg(),
                                              wall_s=time.perf_counter() - t_all),

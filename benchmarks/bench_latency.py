@@ -12,6 +12,8 @@ Rows (issue 15's targets in brackets):
   whether it imported islpy.
 * **fresh, cold (gcc)** [<= 1.0 s]: the same with an empty cache (a new ``POLYTILE_CACHE_DIR`` each
   run): the whole pipeline and the C compiler.
+* **fresh, cold (llvm)** [<= 0.5 s]: the same on the llvm target (in-process JIT, no C compiler run;
+  it keeps no compiled kernels on disk, so every new process pays this).
 * **python**, **python + numpy**: the interpreter's own start, and with numpy imported, for scale.
 * **autotile** [>= 10x faster than before issue 15]: ``polytile.autotile.autotile`` of the default
   schedule for the host descriptor, first call in a fresh process (what a cold compile pays; the
@@ -46,7 +48,7 @@ import time, sys
 t0 = time.perf_counter()
 import numpy as np, polytile
 t1 = time.perf_counter()
-k = polytile.compile("examples/matmul.tile")
+k = polytile.compile("examples/matmul.tile", target=sys.argv[1] if len(sys.argv) > 1 else None)
 A = np.ones((256, 256), np.float32)
 t2 = time.perf_counter()
 C = k(A, A)
@@ -59,16 +61,17 @@ print(json.dumps({"import": t1 - t0, "compile": t2 - t1, "first_call": t3 - t2, 
 FRESH = {
     "fresh, cached": (CHILD, "cached"),
     "fresh, cold (gcc)": (CHILD, "cold"),
+    "fresh, cold (llvm)": (CHILD, "cold", "llvm"),
     "python": ("pass", None),
     "python + numpy": ("import numpy", None),
 }
-TARGET_S = {"fresh, cached": 0.25, "fresh, cold (gcc)": 1.0}
+TARGET_S = {"fresh, cached": 0.25, "fresh, cold (gcc)": 1.0, "fresh, cold (llvm)": 0.5}
 
 
-def _child(code: str, cache: str) -> Dict[str, Any]:
+def _child(code: str, cache: str, *argv: str) -> Dict[str, Any]:
     env = {**os.environ, "POLYTILE_CACHE_DIR": cache}
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=600)
     wall = time.perf_counter() - t0
     if out.returncode != 0:
@@ -85,12 +88,12 @@ def fresh_rows(repeat: int, say) -> List[Dict[str, Any]]:
         _child(CHILD, warm)  # fills the cache of the "cached" row
         for r in range(repeat):
             say(f"fresh processes, round {r + 1}/{repeat}")
-            for name, (code, kind) in FRESH.items():
+            for name, (code, kind, *argv) in FRESH.items():
                 cache = warm
                 if kind == "cold":
-                    cache = os.path.join(tmp, f"cold{r}")
+                    cache = os.path.join(tmp, f"cold{r}_{len(argv)}")
                     os.mkdir(cache, 0o700)
-                runs[name].append(_child(code, cache))
+                runs[name].append(_child(code, cache, *argv))
     rows = []
     for name, rs in runs.items():
         walls = [x["wall"] for x in rs]
