@@ -491,6 +491,43 @@ def variants(fusion: Sequence[str] = (), *, no_tile: bool = False, no_parallel: 
     return out
 
 
+#: A variant replaces the fastest so far only when its median is lower by more than this fraction: the
+#: spread of timings on a shared machine, so a transformation not measurably a win is not applied.
+TUNE_MARGIN = 0.03
+
+
+def tuning_variants(base: Optional[Mapping[str, Any]] = None) -> List[Variant]:
+    """What ``polytile opt --tune`` measures: the original, the default, isl's fusion none and max, untiled
+    -- each with the user's other options (``base``: tile, parallel, reassociate, hardware, ...).
+
+    >>> [v.name for v in tuning_variants()]
+    ['original', 'opt', 'fusion-none', 'fusion-max', 'no-tile']
+    """
+    base = dict(base or {})
+    return [v if v.options is None else Variant(v.name, {**base, **v.options}, v.origin)
+            for v in variants(["none", "max"], no_tile=True)]
+
+
+def tune_variants(call: Call, candidates: Optional[Sequence[Variant]] = None, *, repeat: int = 5, warmup: int = 1,
+                  margin: float = TUNE_MARGIN, **options) -> Tuple[Variant, compare_mod.CompareResult]:
+    """The fastest of ``candidates`` on ``call`` that computes what the first one (the original) computes,
+    and the comparison (:func:`compare_c`'s rows; ``options`` are its keywords).
+
+    Candidates are taken in order, and one replaces the fastest so far only when it is faster by more
+    than ``margin``: the original stays unless a variant is measurably faster, and among variants
+    within the margin of each other the earlier (simpler, more default) one wins.
+
+    >>> # best, res = tune_variants(prepare("2mm.c", sizes={"NI": 400}), tuning_variants())
+    """
+    cands = list(candidates) if candidates is not None else tuning_variants()
+    res = compare_c(call, cands, repeat=repeat, warmup=warmup, **options)
+    best, best_t = 0, res.rows[0].median
+    for k, row in enumerate(res.rows[1:], 1):
+        if row.check == "ok" and row.median is not None and best_t is not None and row.median < best_t * (1 - margin):
+            best, best_t = k, row.median
+    return cands[best], res
+
+
 def compare_c(call: Call, candidates: Sequence[Variant], *, repeat: int = 10, warmup: int = 2,
               flags: Sequence[str] = DEFAULT_FLAGS, hardware: Any = "host", assume_no_alias: bool = False,
               whole_function: bool = False, progress: Optional[Callable[[str], None]] = None,
