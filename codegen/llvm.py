@@ -9,8 +9,9 @@ same way.  Statement bodies are emitted by :mod:`.llvm_body`, register tiles and
 
 Marks are decoded as in :class:`.c.AstPrinter`:
 
-* ``Parallel``: the loop body becomes an internal function ``pt_parN`` (array pointers ``noalias``,
-  as C's ``restrict`` parameters) run by ``pt_parN_omp(data)`` on every thread of a libgomp team
+* ``Parallel``: the loop body becomes an internal function ``pt.parN`` (array pointers ``noalias``,
+  as C's ``restrict`` parameters; the dot keeps it apart from any entry name, which is sanitised to C
+  identifier characters) run by ``pt.parN.omp(data)`` on every thread of a libgomp team
   (``GOMP_parallel``); each thread takes its static share of the iterations (a contiguous block, or
   every T-th iteration where C would use ``schedule(static, 1)``).  Reductions the mark carries get a
   private copy per thread, started at the identity and combined under ``GOMP_critical``, as
@@ -40,9 +41,6 @@ from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, RegTile,
 from . import llvm_tile, pack
 from .c import KernelSource, build_ast, cyclic_loop
 from .llvm_body import I1, I8, I8P, I32, I64, VOID, BodyEmitter, UnsupportedConstruct, identity, memory_type
-
-#: The entry's return value when a pack buffer cannot be allocated (ENOMEM, as the C target's).
-PACK_ENOMEM = 12
 
 
 def sanitize(name: str) -> str:
@@ -342,7 +340,7 @@ class LlvmGenerator:
         vals = list(f.vals.items())
         # The loop body: an internal function whose arrays are noalias parameters (C's restrict).
         types = [p.type for _, p in arrays] + [v.type for _, v in vals] + [I64] * 5
-        inner = ir.Function(self.module, ir.FunctionType(VOID, types), f"pt_par{k}")
+        inner = ir.Function(self.module, ir.FunctionType(VOID, types), f"pt.par{k}")
         inner.linkage = "internal"
         for a in inner.args[:len(arrays)]:
             a.add_attribute("noalias")
@@ -362,7 +360,7 @@ class LlvmGenerator:
 
         # The team's function: unpack the shared record, take this thread's iterations, call the body.
         record = ir.LiteralStructType(types[:-5] + [I64, I64, I64])
-        thunk = ir.Function(self.module, ir.FunctionType(VOID, [I8P]), f"pt_par{k}_omp")
+        thunk = ir.Function(self.module, ir.FunctionType(VOID, [I8P]), f"pt.par{k}.omp")
         thunk.linkage = "internal"
         saved = self._enter(thunk, {}, {})
         try:

@@ -20,6 +20,7 @@ from llvmlite import ir
 
 from polytile import dtypes as D
 from polytile.poly import body as B
+from polytile.errors import ENTRY_ENOMEM
 from polytile.scheduling.marks import Pack, RegTile, encode
 
 from . import microkernel, pack as pack_mod
@@ -31,7 +32,6 @@ from .llvm_body import FP, I1, I8P, I32, I64, UnsupportedConstruct, memory_type,
 def allocate_packs(gen) -> List[Tuple[ir.Value, pack_mod.PackBuffer]]:
     """Allocate every pack buffer in the entry (one slice per thread where the pack lies in a parallel
     loop); the entry returns ENOMEM when one cannot be had.  Binds ``pt_pkbufK`` in the frame."""
-    from .llvm import PACK_ENOMEM
 
     b = gen.b
     out = []
@@ -57,7 +57,7 @@ def allocate_packs(gen) -> List[Tuple[ir.Value, pack_mod.PackBuffer]]:
 
     def fail():
         free_packs(gen, out)
-        gen.b.ret(ir.Constant(I32, PACK_ENOMEM))
+        gen.b.ret(ir.Constant(I32, ENTRY_ENOMEM))
         gen.b.position_at_end(gen.b.append_basic_block("unreachable"))  # the 'then' branch's merge jump
     gen.when(failed, fail)
     return out
@@ -82,7 +82,7 @@ def pack(gen, n: isl.AstNode, mark: Pack, inner: isl.AstNode, marks) -> None:
     b = gen.b
     vals = gen.frame.vals
     base = vals[f"pt_pkbuf{k}"]
-    if per_thread:
+    if per_thread and gen.use_threads:  # without threads (no libgomp) every "thread" is thread 0
         tid = b.sext(b.call(gen.declare("omp_get_thread_num", I32, []), []), I64)
         base = b.gep(base, [b.mul(tid, ir.Constant(I64, buf.elements))])
     saved_vals, saved_packed = dict(vals), dict(gen.packed)

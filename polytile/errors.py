@@ -61,6 +61,11 @@ class SourceLocation:
         return f"  {line}\n  {pad}^"
 
 
+#: What a generated kernel entry returns when it cannot allocate its packing buffers (ENOMEM): the C and
+#: LLVM code generators return it, the runtime turns it into an error (runtime.loader.raise_for_return).
+ENTRY_ENOMEM = 12
+
+
 class PolytileError(Exception):
     """Base class of every error the user can fix (bad input, bad options)."""
 

@@ -338,3 +338,60 @@ def test_unsupported_construct_is_a_polytile_error():
     with pytest.raises(UnsupportedConstruct, match="float16"):
         value_type("float16")
     assert issubclass(UnsupportedConstruct, polytile.PolytileError)
+
+
+# ---------------------------------------------------------------------------
+# Review findings: no libgomp, entry names, out of memory
+# ---------------------------------------------------------------------------
+
+MM = "function (A[M, K], B[K, N]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[k, j]); }"
+
+
+def test_packs_under_parallel_loops_without_libgomp(monkeypatch, rng):
+    """No OpenMP runtime: parallel loops run serially and per-thread packs use thread 0's slice; the
+    code must not call into libgomp at all (an unresolved omp_* was called at address 0)."""
+    from polytile.runtime import jit
+
+    monkeypatch.setattr(jit, "gomp", lambda: None)
+    k = polytile.compile(MM, target="llvm", hardware="x86-avx2")
+    A, B = (rng.integers(-4, 5, s).astype(np.float32) for s in ((96, 80), (80, 112)))
+    spec = k.specialize(A, B)
+    assert "pack" in spec.schedule.describe() and "parallel" in spec.schedule.describe()
+    assert "omp_get" not in spec.source.text and "GOMP_" not in spec.source.text
+    np.testing.assert_array_equal(k(A, B), A @ B)
+
+
+def test_unresolved_symbols_are_refused_not_called():
+    from polytile.errors import PolytileEnvironmentError
+    from polytile.runtime import jit
+
+    text = textwrap.dedent("""
+        declare i32 @pt_no_such_function_anywhere()
+        define i32 @pt_entry() {
+          %r = call i32 @pt_no_such_function_anywhere()
+          ret i32 %r
+        }
+    """)
+    with pytest.raises(PolytileEnvironmentError, match="pt_no_such_function_anywhere"):
+        jit.compile_ir(text, "pt_entry", 0)
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("name", ["par0", "max_float32", "threads"])
+def test_program_names_that_match_generated_helpers(tmp_path, target, name, rng):
+    """A program called par0 (par0.tile) once clashed with the outlined loop pt_par0."""
+    path = tmp_path / f"{name}.tile"
+    path.write_text(MM + "\n")
+    A, B = (rng.integers(-4, 5, s).astype(np.float32) for s in ((64, 48), (48, 80)))
+    k = polytile.compile(str(path), target=target, min_parallel_work=0)
+    np.testing.assert_array_equal(k(A, B), A @ B)
+
+
+def test_out_of_memory_return_code_is_an_environment_error():
+    from polytile.errors import ENTRY_ENOMEM, PolytileEnvironmentError
+    from polytile.runtime.loader import raise_for_return
+
+    with pytest.raises(PolytileEnvironmentError, match="out of memory"):
+        raise_for_return("pt_x", ENTRY_ENOMEM)
+    with pytest.raises(polytile.PolytileError, match="error code 3"):
+        raise_for_return("pt_x", 3)

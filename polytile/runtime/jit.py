@@ -20,7 +20,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from polytile.errors import InternalError, PolytileError
+from polytile.errors import InternalError, PolytileEnvironmentError
+from polytile.runtime.loader import raise_for_return
 from polytile.runtime.threads import threads_for_call
 
 _lock = threading.Lock()
@@ -31,7 +32,7 @@ _state: dict = {}
 GOMP_NAMES = ("libgomp.so.1", "/usr/lib/x86_64-linux-gnu/libgomp.so.1", "libgomp.so")
 
 
-class JitError(PolytileError):
+class JitError(InternalError):
     """LLVM could not compile a generated module (a polytile bug: the message holds LLVM's words)."""
 
 
@@ -42,7 +43,7 @@ def _llvm():
             try:
                 import llvmlite.binding as llvm
             except ImportError as exc:  # pragma: no cover - llvmlite is a dependency
-                raise PolytileError(f"the llvm target needs llvmlite ({exc}); pip install llvmlite") from None
+                raise PolytileEnvironmentError(f"the llvm target needs llvmlite ({exc}); pip install llvmlite") from None
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
             _state["llvm"] = llvm
@@ -144,7 +145,7 @@ class JitFunction:
         else:
             rc = self._cfunc(*addresses)
         if rc != 0:
-            raise PolytileError(f"kernel {self.name!r} failed with error code {rc}")
+            raise_for_return(self.name, rc)
 
     def __repr__(self) -> str:
         return f"<JitFunction {self.name}/{self.nargs}>"
@@ -158,12 +159,19 @@ def compile_ir(text: str, entry: str, nargs: int) -> JitFunction:
     llvm, _ = _llvm()
     parallel = "@GOMP_parallel" in text or "@\"GOMP_parallel\"" in text
     if parallel and gomp() is None:
-        raise PolytileError("the kernel has parallel loops but no OpenMP runtime (libgomp) was found; "
+        raise PolytileEnvironmentError("the kernel has parallel loops but no OpenMP runtime (libgomp) was found; "
                             "set POLYTILE_LIBGOMP or compile with parallel=False")
     # LLVM's global context is not safe for concurrent use: kernels compiled from several Python
     # threads (ctypes and llvmlite release the GIL) take turns.
     with _compile_lock:
         mod = optimise(text)
+        # A function the module calls but no loaded library defines (omp_* without libgomp) would be
+        # called at address 0: refuse here instead.
+        missing = [f.name for f in mod.functions
+                   if f.is_declaration and not f.name.startswith("llvm.") and not llvm.address_of_symbol(f.name)]
+        if missing:
+            raise PolytileEnvironmentError(f"the kernel calls {', '.join(sorted(missing))}, which no loaded library "
+                                           f"defines (is libgomp or libm missing?)")
         # An engine owns (and disposes of) its target machine: each gets its own, the shared one stays.
         engine = llvm.create_mcjit_compiler(mod, _host_machine(llvm))
         engine.finalize_object()

@@ -8,11 +8,24 @@ from typing import Any, Optional
 
 import numpy as np
 
-from polytile.errors import CacheError, InternalError, PolytileError
+from polytile.errors import ENTRY_ENOMEM, CacheError, InternalError, PolytileEnvironmentError, PolytileError
 from polytile.runtime.threads import threads_for_call
 
 _load_lock = threading.Lock()
 _libraries: dict[str, "Library"] = {}
+
+
+def raise_for_return(name: str, rc: int) -> None:
+    """The error for a kernel entry's non-zero return code ``rc`` (both back ends return the same codes).
+
+    >>> raise_for_return("pt_matmul", 12)
+    Traceback (most recent call last):
+    ...
+    polytile.errors.PolytileEnvironmentError: kernel 'pt_matmul' could not allocate its packing buffers (out of memory)
+    """
+    if rc == ENTRY_ENOMEM:
+        raise PolytileEnvironmentError(f"kernel {name!r} could not allocate its packing buffers (out of memory)")
+    raise PolytileError(f"kernel {name!r} failed with error code {rc}")
 
 
 class KernelFunction:
@@ -45,7 +58,7 @@ class KernelFunction:
         with threads_for_call():
             rc = self._cfunc(*pointers)
         if rc != 0:
-            raise PolytileError(f"kernel {self.name!r} failed with error code {rc}")
+            raise_for_return(self.name, rc)
 
     def call_addresses(self, addresses, *, parallel: bool = True) -> None:
         """Run the kernel on raw buffer addresses (the caller keeps the buffers alive and checked).
@@ -59,7 +72,7 @@ class KernelFunction:
         else:
             rc = self._cfunc(*addresses)
         if rc != 0:
-            raise PolytileError(f"kernel {self.name!r} failed with error code {rc}")
+            raise_for_return(self.name, rc)
 
     def __repr__(self) -> str:
         return f"<KernelFunction {self.name}/{self.nargs} in {self.library.path}>"
