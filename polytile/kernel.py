@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
+from collections import OrderedDict
 from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
@@ -45,8 +47,9 @@ SPEC_FORMAT = 2
 NAMESPACE = "spec"
 
 
-def specialization_key(program: ir.Program, shapes, dtypes, sizes, options: Options) -> str:
-    """The specialization cache key of one signature: sha256 of everything that decides the code.
+def specialization_key(program: ir.Program, shapes, dtypes, sizes, options: Options, *, compiler: bool = True) -> str:
+    """The specialization cache key of one signature: sha256 of everything that decides the code
+    (without ``compiler``, the C compiler and its flags are left out: an in-process JIT uses neither).
 
     >>> p = load_program("function (A[N]) -> (B) { B = A * 2; }")
     >>> k = specialization_key(p, [(4,)], ["float32"], {}, Options.make(hardware=None))
@@ -59,10 +62,18 @@ def specialization_key(program: ir.Program, shapes, dtypes, sizes, options: Opti
         "format": SPEC_FORMAT, "polytile": __version__, "code": code_fingerprint(), "program": str(program),
         "shapes": [[int(n) for n in s] for s in shapes], "dtypes": [np.dtype(d).name for d in dtypes],
         "sizes": sorted([k, repr(v)] for k, v in sizes.items()), "options": options.fingerprint(),
-        "cc": runtime.resolve_compiler(cfg.cc), "cc_version": runtime.compiler_version(cfg.cc),
-        "cflags": list(flags),
     }
+    if compiler:
+        parts.update({"cc": runtime.resolve_compiler(cfg.cc), "cc_version": runtime.compiler_version(cfg.cc),
+                      "cflags": list(flags)})
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+#: In-process (JIT) launchers kept per process, least recently used dropped first: each holds its
+#: compiled code (an LLVM execution engine), so the count is bounded.
+JIT_LAUNCHERS_KEPT = 64
+_JIT_LAUNCHERS: "OrderedDict[str, Launcher]" = OrderedDict()
+_JIT_LOCK = threading.Lock()
 
 
 def _cached_launcher(key: str) -> Optional[Launcher]:
@@ -191,11 +202,27 @@ class Kernel:
             launcher = _cached_launcher(key)
             if launcher is not None:
                 return launcher
+        jit_key = None
+        if getattr(self._target, "in_process", False):
+            # JIT-compiled kernels have nothing on disk; within the process the same signature of the same
+            # program (also from another Kernel object) is compiled once (about 0.3 s for a matmul).
+            with recursion_room():
+                jit_key = specialization_key(self.program, shapes, dtypes, sizes, self.options, compiler=False)
+            with _JIT_LOCK:
+                launcher = _JIT_LAUNCHERS.get(jit_key)
+                if launcher is not None:
+                    _JIT_LAUNCHERS.move_to_end(jit_key)
+                    return launcher
         compiled = self._compiled(shapes, dtypes, True, sizes)
         if not self._target.disk_cacheable:
-            if getattr(self._target, "in_process", False):  # JIT-compiled: a launcher, nothing on disk
+            if jit_key is not None:  # JIT-compiled: a launcher, nothing on disk
                 spec = self._target.specialization(compiled)
-                return Launcher(CallPlan.of(spec), spec.function)
+                launcher = Launcher(CallPlan.of(spec), spec.function)
+                with _JIT_LOCK:
+                    _JIT_LAUNCHERS[jit_key] = launcher
+                    while len(_JIT_LAUNCHERS) > JIT_LAUNCHERS_KEPT:
+                        _JIT_LAUNCHERS.popitem(last=False)
+                return launcher
             return None
         spec = self._target.specialization(compiled)
         plan = CallPlan.of(spec)

@@ -395,3 +395,18 @@ def test_out_of_memory_return_code_is_an_environment_error():
         raise_for_return("pt_x", ENTRY_ENOMEM)
     with pytest.raises(polytile.PolytileError, match="error code 3"):
         raise_for_return("pt_x", 3)
+
+
+def test_jit_kernels_compiled_once_per_process(rng):
+    """A second Kernel of the same program and signature reuses the JIT-compiled code (no disk cache)."""
+    from polytile import kernel as kernel_mod
+
+    A, B = (rng.integers(-4, 5, s).astype(np.float32) for s in ((33, 17), (17, 29)))
+    text = MM + " // once"
+    before = len(kernel_mod._JIT_LAUNCHERS)
+    np.testing.assert_array_equal(polytile.compile(text, target="llvm")(A, B), A @ B)
+    assert len(kernel_mod._JIT_LAUNCHERS) == min(before + 1, kernel_mod.JIT_LAUNCHERS_KEPT)
+    key = next(reversed(kernel_mod._JIT_LAUNCHERS))
+    first = kernel_mod._JIT_LAUNCHERS[key]
+    np.testing.assert_array_equal(polytile.compile(text, target="llvm")(A, B), A @ B)
+    assert kernel_mod._JIT_LAUNCHERS[key] is first
