@@ -92,7 +92,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # What a command runs on: sizes, types and schedule files from the command line (read by
     # scheduling.saved's reader); argparse types.
     ("command_inputs", ("polytile.cli.inputs", "polytile.cli.argtypes"),
-     ("errors", "memory", "schedule", "compare", "kernel", "pipeline")),
+     ("errors", "memory", "schedule", "compare", "kernel", "pipeline", "plots")),
     ("tune", ("polytile.tune",), ("config", "cost", "errors", "hardware", "interpreter", "command_inputs",
                                   "compare", "kernel", "pipeline", "plots", "runtime", "schedule", "version")),
     # The commands.

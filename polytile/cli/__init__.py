@@ -110,7 +110,7 @@ def check_output_path(path, option: str = "-o") -> Path:
 
 
 #: Options of any command that name a file the command writes: (attribute, option text).
-_OUTPUT_OPTIONS = (("output", "-o"), ("json_out", "--json"))
+_OUTPUT_OPTIONS = (("output", "-o"), ("json_out", "--json"), ("plot", "--plot"))
 
 
 def _check_outputs(args) -> None:
