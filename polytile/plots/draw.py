@@ -100,8 +100,10 @@ def draw_space(space: Space, *, title: Optional[str] = None, path=None):
     height = 1.0 if one_d else max(ys) - min(ys) + 2
     ax_w = 6.0 if width >= height else max(3.0, 6.0 * width / height)
     ax_h = 0.6 if one_d else min(8.0, max(2.5, ax_w * height / width))
-    fig = _mpl.new_figure(ax_w + 1.8, ax_h + 2.4)
-    grid = fig.add_gridspec(2, 1, height_ratios=[ax_h, 0.9])
+    entries = sum(1 for part in (space.tiles, space.subtiles, space.wavefronts, space.arrows) if part)
+    key_h = 0.2 + 0.22 * max(entries, 1)  # the legend's row: one line per kind of mark drawn
+    fig = _mpl.new_figure(ax_w + 1.8, ax_h + 1.5 + key_h)
+    grid = fig.add_gridspec(2, 1, height_ratios=[ax_h, key_h])
     ax = fig.add_subplot(grid[0])
     key = fig.add_subplot(grid[1])
     key.axis("off")

@@ -299,8 +299,8 @@ def statement_space(schedule, stmt: Optional[str] = None, *, axes: Optional[Sequ
     space.arrows_total = len(arrows)
     space.arrows, stride = _thin(arrows, points, max_arrows)
     if stride > 1:
-        space.notes.append(f"{len(space.arrows)} of {space.arrows_total} dependences drawn: those into every "
-                           f"{stride}th point along each axis")
+        space.notes.append(f"{len(space.arrows)} of {space.arrows_total} dependences drawn: those into one point in "
+                           f"{stride} along each axis")
     if values:
         space.notes.append("slice " + ", ".join(f"{k}={v}" + ("" if k in fixed else " (its smallest value)")
                                                 for k, v in values.items()))
