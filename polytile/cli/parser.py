@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ..version import __version__
-from . import compare_command, compile_run, draw_command, model_commands, opt_command, tool_commands
+from . import compare_command, compile_run, draw_command, model_commands, opt_command, roofline_command, tool_commands
 from . import examples as examples_cmd
 from .inputs import PROG
 from .options import _Formatter, _common
@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=tune_mod.main_tune)
 
     draw_command.add_parser(subs, _Formatter, _common)
+    roofline_command.add_parser(subs, _Formatter, _common)
     tool_commands.add_cache_parser(subs, argparse.RawDescriptionHelpFormatter, _common)
     tool_commands.add_hw_parser(subs, argparse.RawDescriptionHelpFormatter, _common)
     examples_cmd.add_parser(subs, _Formatter, _common)

@@ -207,5 +207,5 @@ def roofline(hw="host", kernels: Sequence[KernelPoint] = (), *, peak: Optional[f
     ax.set_title(title or f"roofline of {hw.name}", fontsize=11)
     ax.grid(alpha=0.25, which="both")
     if placed:
-        ax.legend(fontsize=8, loc="upper left")
+        ax.legend(fontsize=8, loc="lower right")  # the upper left holds the ceilings' labels
     return _mpl.finish(fig, path)
