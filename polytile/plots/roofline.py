@@ -182,20 +182,24 @@ def roofline(hw="host", kernels: Sequence[KernelPoint] = (), *, peak: Optional[f
                     rotation=0, fontsize=8, color=colour, ha="left", va="bottom")
 
     placed = [k for k in kernels if math.isfinite(k.intensity) and k.predicted_gflops]
+    # One colour per kernel, so its predicted (hollow) and measured (filled) markers pair up even where
+    # several kernels share an intensity (schedules of one program move the same compulsory DRAM bytes).
+    palette = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
+    colour = {id(k): palette[n % len(palette)] for n, k in enumerate(placed)}
     if placed:
         ax.scatter([k.intensity for k in placed], [k.predicted_gflops for k in placed], s=60, facecolors="none",
-                   edgecolors="tab:blue", linewidths=1.6, zorder=4, gid=GID_KERNEL, label="predicted (cost model)")
+                   edgecolors=[colour[id(k)] for k in placed], linewidths=1.6, zorder=4, gid=GID_KERNEL)
     measured = [k for k in placed if k.measured_gflops]
     if measured:
-        ax.scatter([k.intensity for k in measured], [k.measured_gflops for k in measured], s=50, color="tab:blue",
-                   zorder=5, gid=GID_MEASURED, label="measured")
+        ax.scatter([k.intensity for k in measured], [k.measured_gflops for k in measured], s=50,
+                   color=[colour[id(k)] for k in measured], zorder=5, gid=GID_MEASURED)
         for k in measured:
-            ax.plot([k.intensity] * 2, [k.predicted_gflops, k.measured_gflops], color="tab:blue", linewidth=0.8,
+            ax.plot([k.intensity] * 2, [k.predicted_gflops, k.measured_gflops], color=colour[id(k)], linewidth=0.8,
                     alpha=0.6)
     for k in placed:
         y = k.measured_gflops or k.predicted_gflops
         ax.annotate(k.name, (k.intensity, y), xytext=(6, -2), textcoords="offset points", fontsize=8,
-                    ha="left", va="top", color="tab:blue")
+                    ha="left", va="top", color=colour[id(k)])
     unplaced = [k.name for k in kernels if k not in placed]
     if unplaced:
         ax.text(0.01, 0.01, "not placed (no DRAM traffic or no prediction): " + ", ".join(unplaced),
@@ -207,5 +211,11 @@ def roofline(hw="host", kernels: Sequence[KernelPoint] = (), *, peak: Optional[f
     ax.set_title(title or f"roofline of {hw.name}", fontsize=11)
     ax.grid(alpha=0.25, which="both")
     if placed:
-        ax.legend(fontsize=8, loc="lower right")  # the upper left holds the ceilings' labels
+        from matplotlib.lines import Line2D
+
+        keys = [Line2D([], [], linestyle="none", marker="o", markerfacecolor="none", markeredgecolor="0.3",
+                       label="predicted (cost model)")]
+        if measured:
+            keys.append(Line2D([], [], linestyle="none", marker="o", color="0.3", label="measured"))
+        ax.legend(handles=keys, fontsize=8, loc="lower right")  # the upper left holds the ceilings' labels
     return _mpl.finish(fig, path)

@@ -105,6 +105,9 @@ def tuning_curve(result, *, title: Optional[str] = None, path=None):
     if failed:
         ax_trials.text(0.99, 0.02, f"{len(failed)} failed trial(s) not shown", transform=ax_trials.transAxes,
                        ha="right", va="bottom", fontsize=8, color="firebrick")
+    times = [t.measured for t in ok] + ([baseline] if baseline else [])
+    if times and max(times) > 5 * min(times):
+        ax_trials.set_yscale("log")  # a few very slow trials would otherwise flatten the best-so-far line
     ax_trials.set_xlabel("trial")
     ax_trials.set_ylabel("median time per call (ms)")
     ax_trials.set_title("best time against trials", fontsize=10)
