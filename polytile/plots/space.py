@@ -248,6 +248,7 @@ def statement_space(schedule, stmt: Optional[str] = None, *, axes: Optional[Sequ
     pairs = sorted(_points(ss.map.intersect_domain(sliced), len(iters)), key=lambda p: p[1])
     if not pairs:
         raise PlotError(f"{name} has no instance in this slice")
+    missing = count - len(pairs)
     pos = [iters.index(a) for a in ax]
     points = [tuple(inst[k] for k in pos) for inst, _ in pairs]
     times = [t for _, t in pairs]
@@ -255,6 +256,10 @@ def statement_space(schedule, stmt: Optional[str] = None, *, axes: Optional[Sequ
     index = {inst: k for k, (inst, _) in enumerate(pairs)}
     loops = [n for n in ss.names if n is not None]
     space = Space(name, st.text or st.c_text or st.kind, ax, values, points, order, loops)
+    if missing:
+        # A time map is meant to cover its statement's whole domain; say so rather than draw a hole silently.
+        space.notes.append(f"the schedule gives no time to {missing} of the {count} points in the slice; "
+                           f"they are not drawn")
 
     tile_dims = [d for d, n in enumerate(ss.names) if n is not None and _TILE.search(n)]
     if tile_dims:
