@@ -56,7 +56,7 @@ def __getattr__(name):
     if name == "optimize_c":
         from .c_optimiser import optimize_c
         return optimize_c
-    if name in ("compare", "tune", "hardware", "autotile", "cost"):
+    if name in ("compare", "tune", "hardware", "autotile", "cost", "plots"):
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

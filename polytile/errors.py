@@ -13,7 +13,8 @@ The command line maps them to exit codes (see :func:`polytile.cli.main`):
 3     the environment, not the input: :class:`PolytileEnvironmentError`
       (:class:`ToolchainError` no/broken compiler, :class:`NoDeviceError`
       no GPU, :class:`CacheError` kernel cache unwritable or untrusted,
-      :class:`ConfigError` a bad ``POLYTILE_*`` setting)
+      :class:`ConfigError` a bad ``POLYTILE_*`` setting,
+      :class:`MatplotlibMissingError` a figure asked for without matplotlib)
 70    an internal error (a bug): one "this is a bug" line; the traceback
       only with ``-v`` or ``POLYTILE_DEBUG``
 130   interrupted (Ctrl-C)
@@ -157,6 +158,16 @@ class CacheError(PolytileEnvironmentError):
 class ConfigError(PolytileEnvironmentError, ValueError):
     """A setting has a bad value (a ``POLYTILE_*`` environment variable, or a
     value given to :func:`polytile.config.override`)."""
+
+
+class PlotError(PolytileError, ValueError):
+    """A figure cannot be drawn from what was asked: too many points, an unknown axis or statement,
+    a file name whose suffix is not a figure format (``polytile.plots``)."""
+
+
+class MatplotlibMissingError(PolytileEnvironmentError, ImportError):
+    """A figure was asked for but matplotlib, an optional extra, is not installed (CLI exit 3: the
+    environment, like a missing C compiler).  The message says how to install it."""
 
 
 class CacheWarning(UserWarning):

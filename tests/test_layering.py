@@ -59,6 +59,9 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # the model, the model reads tile configurations): one stage.
     ("cost", ("polytile.cost", "polytile.autotile"),
      ("poly", "deps", "schedule", "hardware", "errors", "names", "isl_parts")),
+    # Figures (matplotlib, imported on first use): plain results in, a Figure out; iteration spaces
+    # with isl, kernels on the roofline with the cost model.
+    ("plots", ("polytile.plots",), ("errors", "deadline", "isl_parts", "hardware", "cost")),
     ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names", "dtypes", "deadline", "isl_parts")),
     ("runtime", ("polytile.runtime",), ("config", "errors", "version")),
     # Measured machine ceilings (an FMA loop, a triad): small C probes built by the runtime.
@@ -91,12 +94,12 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # What a command runs on: sizes, types and schedule files from the command line (read by
     # scheduling.saved's reader); argparse types.
     ("command_inputs", ("polytile.cli.inputs", "polytile.cli.argtypes"),
-     ("errors", "memory", "schedule", "compare", "kernel", "pipeline")),
+     ("errors", "memory", "schedule", "compare", "kernel", "pipeline", "plots")),
     ("tune", ("polytile.tune",), ("config", "cost", "errors", "hardware", "interpreter", "command_inputs",
-                                  "compare", "kernel", "pipeline", "runtime", "schedule", "version")),
+                                  "compare", "kernel", "pipeline", "plots", "runtime", "schedule", "version")),
     # The commands.
-    ("cli", ("polytile.cli",), ("examples", "cfrontend", "config", "deps", "errors", "hardware", "interpreter",
-                                "isl_parts", "memory",
+    ("cli", ("polytile.cli",), ("examples", "cfrontend", "config", "cost", "deps", "errors", "hardware",
+                                "interpreter", "isl_parts", "memory", "plots",
                                 "command_inputs", "compare", "c_runner", "pipeline", "tune", "runtime", "schedule",
                                 "targets", "version")),
 ]

@@ -157,6 +157,23 @@ def test_json_round_trip():
     assert math.isclose(back.speedup, r.speedup)
 
 
+def test_trials_carry_time_stamps_and_format_2_still_reads():
+    r = T.tune(MATMUL, "M=16,N=16,K=16", cache=False, **dict(QUICK, max_trials=3, top_k=2))
+    stamps = [t.at_s for t in r.trials]
+    assert all(s is not None and s >= 0 for s in stamps) and stamps == sorted(stamps)
+    data = json.loads(json.dumps(r.to_json()))
+    assert data["polytile_tune"] == T.FORMAT_VERSION == 3
+    # A result saved before trials carried time stamps (format 2) still reads, without them.
+    data["polytile_tune"] = 2
+    for t in data["trials"]:
+        del t["at_s"]
+    old = T.TuneResult.from_json(data)
+    assert [t.at_s for t in old.trials] == [None] * 3 and old.best.steps == r.best.steps
+    data["polytile_tune"] = 1
+    with pytest.raises(PolytileError, match="format 2 or 3"):
+        T.TuneResult.from_json(data)
+
+
 def test_failed_candidates_are_logged_and_never_chosen(monkeypatch):
     real_apply = autotile.apply
     # The loop order of the model's first candidate: make every candidate with it fail.

@@ -8,6 +8,7 @@
     polytile run examples/matmul.tile --schedule s.json --check       # ... and use it
     polytile compare examples/matmul.tile --tile 32,64 --fusion smart # legality, correctness, speed side by side
     polytile compare tests/c_kernels/gemm.c --dims ni=512,nj=512,nk=512   # C: the file vs polytile opt, bitwise
+    polytile draw examples/matmul.tile --dims M=8,N=8,K=8 -o mm.png    # the iteration space, as a figure
     polytile cache verify                                             # re-hash cached kernels, drop bad ones
   polytile examples --copy my-examples                              # the shipped examples, to edit and run
 
@@ -22,7 +23,8 @@ calls and their results into text.  The pipeline is imported lazily so that
 The package: a command module holds each command's subparser next to its
 handler -- :mod:`.compile_run` (compile, run), :mod:`.model_commands` (show,
 deps, schedule, each with its C half), :mod:`.compare_command`,
-:mod:`.opt_command`, :mod:`.tool_commands` (cache, hw), :mod:`.examples`;
+:mod:`.opt_command`, :mod:`.draw_command`, :mod:`.roofline_command` (figures, drawn by
+:mod:`polytile.plots`), :mod:`.tool_commands` (cache, hw), :mod:`.examples`;
 :mod:`.c_files` and :mod:`.options` hold what they share, :mod:`.inputs` what a
 command runs on (sizes, dtypes, schedule files), :mod:`.parser` lists them
 (:func:`build_parser`).  This module is the entry point, :func:`main`, and its
@@ -110,7 +112,7 @@ def check_output_path(path, option: str = "-o") -> Path:
 
 
 #: Options of any command that name a file the command writes: (attribute, option text).
-_OUTPUT_OPTIONS = (("output", "-o"), ("json_out", "--json"))
+_OUTPUT_OPTIONS = (("output", "-o"), ("json_out", "--json"), ("plot", "--plot"))
 
 
 def _check_outputs(args) -> None:

@@ -45,3 +45,15 @@ def _int_at_least(text: str, low: int, what: str) -> int:
     if value < low:
         raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     return value
+
+
+def figure_path(text: str):
+    """A file name to draw a figure to: ``.png``, ``.svg`` or ``.pdf`` (:data:`polytile.plots.FORMATS`), checked
+    when the command line is parsed, before any work (an argparse error, exit 2, otherwise).
+
+    >>> figure_path("mm.svg").name
+    'mm.svg'
+    """
+    from ..plots._mpl import check_path  # on use: the plots package reads isl; `polytile --help` must not
+
+    return arg_type(check_path, "figure")(text)

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Tuple
 
 from .. import compare as compare_mod
 from ..errors import PolytileError
-from .argtypes import arg_type
+from .argtypes import arg_type, figure_path
 from .c_files import (
     _C_PREPROCESSOR, _c_command, _c_options, _c_params, _cpp_args, _is_c, _pure, _reject_c_options,
     _reject_tile_options,
@@ -43,7 +43,12 @@ contraction iteration point; speedup is relative to the first candidate.
 
 -o writes CSV or JSON (by the suffix) with the machine, compiler and flags,
 versions, date, program, sizes, and every candidate's steps and loop tree.
+--plot draws the table (PNG, SVG or PDF by the suffix; needs matplotlib:
+pip install -e '.[plots]'): a bar per candidate at its median time, whiskers
+from its fastest to its slowest call, its speedup above it.
 Exit status 1 if any candidate fails to build or mismatches the reference.
+
+  polytile compare examples/matmul.tile --dims M=256,N=256,K=256 --tile 32,64 --plot mm.png
 
 C files: the function holding the regions is called through ctypes, built
 from the file as written ("original", the baseline) and from `polytile opt`
@@ -86,6 +91,9 @@ def add_parser(subs, formatter, common) -> None:
     p.add_argument("--inputs", choices=("int", "normal"), default=None,
                    help="int: integers in [-4, 4] (exact, the default); normal: standard normal")
     p.add_argument("-o", "--output", metavar="RESULTS.csv|.json", help="write the results and provenance here")
+    p.add_argument("--plot", type=figure_path, metavar="FIG.png|.svg|.pdf",
+                   help="draw the results: median time per candidate with min-max whiskers and speedups "
+                        "(C files with several functions: one figure per function, FIG.<function>.png)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     g = p.add_argument_group("C files")
     g.add_argument("--no-tile", action="store_true", help="also the variant `polytile opt --no-tile`")
@@ -197,14 +205,29 @@ def _compare_c(args, out: Optional[Path]) -> int:
         print()
         print(result.table())
     if out is not None:
-        # Several functions: one results file per function, named after it.
-        paths = [out] if len(results) == 1 else [out.with_name(f"{out.stem}.{r.provenance['function']}{out.suffix}")
-                                                 for r in results]
+        paths = _per_function(out, results)
         for r, path in zip(results, paths):
             r.save(path)
         print()
         print(f"wrote {', '.join(map(str, paths))} (with provenance and each variant's steps)")
+    if args.plot:
+        _plot(results, _per_function(Path(args.plot), results))
     return 0 if ok else 1
+
+
+def _per_function(path: Path, results) -> List[Path]:
+    """Several functions: one file per function, named after it (FILE.<function>.suffix)."""
+    if len(results) == 1:
+        return [path]
+    return [path.with_name(f"{path.stem}.{r.provenance['function']}{path.suffix}") for r in results]
+
+
+def _plot(results, paths: List[Path]) -> None:
+    from .. import plots
+
+    for r, path in zip(results, paths):
+        plots.compare_bars(r, path=path)
+    print(f"wrote {', '.join(map(str, paths))} (figure)")
 
 
 def cmd_compare(args) -> int:
@@ -212,6 +235,10 @@ def cmd_compare(args) -> int:
     if out is not None and out.suffix.lower() not in (".csv", ".json"):
         # Found now, not after minutes of measuring.
         raise UsageError(f"-o {out}: name the results file .csv or .json")
+    if args.plot:
+        from .. import plots
+
+        plots.require()  # a missing matplotlib is found now, not after the measuring
     if _is_c(args):
         return _compare_c(args, out)
     _reject_c_options(args, "compare", ("function", "assume_no_alias", "reassociate", "no_tile", "no_parallel", "hardware",
@@ -254,4 +281,6 @@ def cmd_compare(args) -> int:
         result.save(out)
         print()
         print(f"wrote {out} ({len(result.rows)} candidates, with provenance and each schedule)")
+    if args.plot:
+        _plot([result], [Path(args.plot)])
     return 0 if result.ok else 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from ..version import __version__
-from . import compare_command, compile_run, model_commands, opt_command, tool_commands
+from . import compare_command, compile_run, draw_command, model_commands, opt_command, roofline_command, tool_commands
 from . import examples as examples_cmd
 from .inputs import PROG
 from .options import _Formatter, _common
@@ -23,6 +23,7 @@ examples:
   polytile run examples/matmul.tile --schedule sched.json --check
   polytile compare examples/matmul.tile --dims M=256,N=256,K=256 --tile 32,64 --fusion smart
   polytile opt tests/c_kernels/jacobi-2d.c -o jacobi-2d.opt.c        # C: also show, deps, schedule, compare
+  polytile draw examples/matmul.tile --dims M=8,N=8,K=8 -o mm.png    # figures: also roofline, compare/tune --plot
   polytile cache verify                                             # re-hash cached kernels, drop bad ones
 
 Sizes: --dims gives every dimension name of the inputs' headers; without it
@@ -65,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p, sub=True)
     p.set_defaults(handler=tune_mod.main_tune)
 
+    draw_command.add_parser(subs, _Formatter, _common)
+    roofline_command.add_parser(subs, _Formatter, _common)
     tool_commands.add_cache_parser(subs, argparse.RawDescriptionHelpFormatter, _common)
     tool_commands.add_hw_parser(subs, argparse.RawDescriptionHelpFormatter, _common)
     examples_cmd.add_parser(subs, _Formatter, _common)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..cli.argtypes import arg_type, nonnegative_int, positive_int
+from .. import plots
 from ..errors import PolytileError
 from .result import TuneResult, _ms
 from .search import TuneInterrupted, cache_path, tune
@@ -39,16 +40,24 @@ examples:
   polytile tune examples/matmul.tile --dims M=1024,N=1024,K=1024 --budget 60s -o best.json
   polytile tune examples/conv2d.tile --budget 2m --trials 100 --hardware x86-avx512
 
+  polytile tune examples/matmul.tile --dims M=512,N=512,K=512 --budget 30s --plot tune.png
+
 The search measures the cost model's top-k blocked schedules of every
 contraction, then anneals from the fastest; every schedule is checked against
 the reference interpreter before it is timed.  Results are cached (per
 program, sizes, dtypes, hardware, compiler and search settings) under
 <cache dir>/tune/; --no-cache measures again.
+
+--plot draws the run (PNG, SVG or PDF by the suffix; needs matplotlib:
+pip install -e '.[plots]'): the best time so far against trials and against
+seconds of search, and the cost model's prediction against the measurement
+of every trial.  A result from the cache is drawn as it was measured.
 """
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of ``polytile tune`` to ``parser`` (FILE.tile, sizes, search settings)."""
+    from ..cli.argtypes import figure_path
     from ..cli.inputs import _shape_options  # --dims/--shape/--dtype/--dtypes exactly as `run` has them
 
     if parser.epilog is None:
@@ -77,6 +86,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="save the best schedule (replayable: compile(..., schedule=BEST.json))")
     out.add_argument("--json", dest="json_out", metavar="RESULT.json",
                      help="write the whole result (every trial) as JSON")
+    out.add_argument("--plot", type=figure_path, metavar="FIG.png|.svg|.pdf",
+                     help="draw the run: best time against trials and seconds, the model against the measurements")
 
 
 def main_tune(args) -> int:
@@ -88,6 +99,8 @@ def main_tune(args) -> int:
     """
     from ..cli.inputs import check_memory, resolve
 
+    if getattr(args, "plot", None):
+        plots.require()  # a missing matplotlib is found now, not after the search
     target = resolve(args)
     names = target.program.input_names
     check_memory(list(zip(names, target.shapes, target.dtypes)), "the inputs")  # before any allocation
@@ -113,7 +126,18 @@ def main_tune(args) -> int:
         path = Path(args.json_out)
         _write_result(result, path)
         print(f"wrote {path}", file=sys.stderr)
+    _plot(args, target, result)
     return 0
+
+
+def _plot(args, target, result: TuneResult) -> None:
+    """--plot: the run's figure, titled with the file and sizes."""
+    if not getattr(args, "plot", None) or not result.trials:
+        return
+    sizes = ", ".join(f"{k}={v}" for k, v in target.dims.items())
+    plots.tuning_curve(result, path=args.plot, title=f"tuning {target.path}" + (f" ({sizes})" if sizes else "")
+                       + f" on {result.info.get('hardware', args.hardware)}")
+    print(f"wrote {args.plot} (figure)", file=sys.stderr)
 
 
 def _write_best(result: TuneResult, path: Path) -> None:
@@ -148,5 +172,6 @@ def _save_interrupted(args, target, result: TuneResult) -> int:
     if getattr(args, "json_out", None):
         _write_result(result, Path(args.json_out))
         print(f"polytile: saved the partial result (every trial so far) to {args.json_out}", file=sys.stderr)
+    _plot(args, target, result)
     return 130
 

@@ -12,8 +12,11 @@ from ..compare import format_table
 from ..errors import PolytileError
 from ..scheduling import Schedule
 
-#: Format version of the cached/saved result JSON.
-FORMAT_VERSION = 2  # 2: configurations carry "pack"
+#: Format version of the cached/saved result JSON (part of the cache key, so results of an older format are
+#: tuned again rather than read without what the newer one records).
+FORMAT_VERSION = 3  # 2: configurations carry "pack"; 3: trials carry "at_s"
+#: Formats :meth:`TuneResult.from_json` reads: a format 2 result (a saved --json file) reads with at_s None.
+READABLE_FORMATS = (2, 3)
 #: Where a trial's configuration came from.
 SOURCES = ("model-top-k", "anneal", "seed")
 
@@ -28,7 +31,8 @@ class Trial:
 
     ``ok`` is the oracle check (None when checking was off or the kernel never
     ran); ``error`` says why a failed trial failed; ``runs`` is the number of
-    timed calls behind ``median_s``/``min_s``.
+    timed calls behind ``median_s``/``min_s``; ``at_s`` the seconds from the
+    start of the search to the end of the trial (None in results of format 2).
     """
 
     index: int
@@ -41,6 +45,7 @@ class Trial:
     error: Optional[str]
     source: str
     runs: int = 0
+    at_s: Optional[float] = None
 
     @property
     def measured(self) -> bool:
@@ -49,13 +54,13 @@ class Trial:
     def to_json(self) -> Dict[str, Any]:
         return {"index": self.index, "configs": [c.to_json() for c in self.configs], "steps": list(self.steps),
                 "predicted_s": self.predicted_s, "median_s": self.median_s, "min_s": self.min_s,
-                "ok": self.ok, "error": self.error, "source": self.source, "runs": self.runs}
+                "ok": self.ok, "error": self.error, "source": self.source, "runs": self.runs, "at_s": self.at_s}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Trial":
         return cls(int(d["index"]), tuple(_config_from_json(c) for c in d["configs"]), list(d["steps"]),
                    d.get("predicted_s"), d.get("median_s"), d.get("min_s"), d.get("ok"), d.get("error"),
-                   str(d["source"]), int(d.get("runs", 0)))
+                   str(d["source"]), int(d.get("runs", 0)), d.get("at_s"))
 
 
 def _ms(seconds: Optional[float]) -> str:
@@ -128,8 +133,8 @@ class TuneResult:
     @classmethod
     def from_json(cls, data: Mapping[str, Any], *, from_cache: bool = False) -> "TuneResult":
         """Rebuild a result from :meth:`to_json` (the best schedule by replaying its steps; nothing compiled)."""
-        if data.get("polytile_tune") != FORMAT_VERSION:
-            raise PolytileError(f"not a polytile tune result of format {FORMAT_VERSION} "
+        if data.get("polytile_tune") not in READABLE_FORMATS:
+            raise PolytileError(f"not a polytile tune result of format {' or '.join(map(str, READABLE_FORMATS))} "
                                 f"(polytile_tune={data.get('polytile_tune')!r})")
         inputs = data["inputs"]
         best = pipeline.schedule(data["program"], shapes={n: v["shape"] for n, v in inputs.items()},

@@ -234,7 +234,7 @@ def tune(source, dims=None, *, shapes=None, dtypes=None, hardware: Any = "host",
         else:
             out, reused = bench.measure(step_objs)
         t = Trial(len(trials), tuple(point), steps, predicted(point), out.median_s, out.min_s, out.ok,
-                  out.error, source, out.runs)
+                  out.error, source, out.runs, time.perf_counter() - search_start)
         trials.append(t)
         stats.trials += 1
         times[point] = t.median_s if t.measured and t.ok is not False else None
