@@ -66,9 +66,11 @@ def pyplot():
 
 def save(fig, out: Path, name: str) -> str:
     """Write ``fig`` as ``out/name`` (PNG at 120 dpi), close it, and return the file name."""
-    fig.tight_layout()
+    if not fig.get_tight_layout() and fig.get_layout_engine() is None:
+        fig.tight_layout()
     fig.savefig(out / name, dpi=120)
-    pyplot().close(fig)
+    if fig.canvas.manager is not None:  # a pyplot figure (polytile.plots makes plain Figures)
+        pyplot().close(fig)
     return name
 
 

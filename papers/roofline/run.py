@@ -84,32 +84,29 @@ def main(argv=None) -> int:
     return 0
 
 
-def draw(data, out: Path):
-    import numpy as np
+def measured_machine(data):
+    """The host descriptor with the measured ceilings: the FMA loop's peak and the triad's DRAM bandwidth."""
+    import dataclasses
 
-    plt = C.pyplot()
+    hw = hardware.load("host")
     c = data["ceilings"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
-    xs = np.logspace(-2, 3, 200)
-    for peak, bw, style, label in ((c["measured_peak_gflops"], c["measured_triad_gbs"], "-", "measured"),
-                                   (c["descriptor_peak_gflops"], c["descriptor_dram_gbs"], "--", "descriptor")):
-        if peak and bw:
-            ax.plot(xs, np.minimum(peak, bw * xs), style, color="black" if label == "measured" else "grey",
-                    label=f"{label}: {peak:.0f} GFLOP/s, {bw:.1f} GB/s")
-    for k, p in enumerate(data["kernels"]):
-        if not p["intensity"]:
-            continue
-        color = f"C{k % 10}"
-        if p["gflops"]:
-            ax.scatter([p["intensity"]], [p["gflops"]], color=color, zorder=3, label=p["label"])
-        if p["predicted_gflops"]:
-            ax.scatter([p["intensity"]], [p["predicted_gflops"]], facecolors="none", edgecolors=color, zorder=3)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (flop per DRAM byte, cost model's traffic)")
-    ax.set_ylabel("GFLOP/s (filled: measured, hollow: predicted)")
-    ax.set_title("Roofline of this machine, polytile's default schedules")
-    ax.legend(fontsize=7, loc="lower right")
+    if not c["measured_peak_gflops"] or not c["measured_triad_gbs"]:
+        return hw
+    levels = list(hw.memory)
+    dram = levels[-1]
+    levels[-1] = dataclasses.replace(dram, bandwidth_gbs=c["measured_triad_gbs"] / (hw.cores if dram.per_core else 1))
+    return dataclasses.replace(hw, memory=tuple(levels), peak_gflops_fp32=c["measured_peak_gflops"])
+
+
+def draw(data, out: Path):
+    """polytile.plots.roofline of the machine as measured, every kernel at its intensity (filled:
+    measured, hollow: the model's prediction)."""
+    from polytile import plots
+
+    points = [plots.KernelPoint(k["label"], k["flops"], k["dram_bytes_model"], k["predicted_s"], k["median_s"])
+              for k in data["kernels"] if k["dram_bytes_model"]]
+    fig = plots.roofline(measured_machine(data), points,
+                         title="Roofline of this machine (measured ceilings), polytile's default schedules")
     return [C.save(fig, out, "roofline.png")]
 
 
