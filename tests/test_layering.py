@@ -92,9 +92,9 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
      ("errors", "memory", "schedule", "compare", "kernel", "pipeline")),
     ("tune", ("polytile.tune",), ("config", "cost", "errors", "hardware", "interpreter", "command_inputs",
                                   "compare", "kernel", "pipeline", "runtime", "schedule", "version")),
-    # The commands.
+    # The commands (ir: `show --json` lists a program's statements as Tile text).
     ("cli", ("polytile.cli",), ("examples", "cfrontend", "config", "deps", "errors", "hardware", "interpreter",
-                                "isl_parts", "memory",
+                                "ir", "isl_parts", "memory",
                                 "command_inputs", "compare", "c_runner", "pipeline", "tune", "runtime", "schedule",
                                 "targets", "version")),
 ]
