@@ -24,8 +24,9 @@ handler -- :mod:`.compile_run` (compile, run), :mod:`.model_commands` (show,
 deps, schedule, each with its C half), :mod:`.compare_command`,
 :mod:`.opt_command`, :mod:`.tool_commands` (cache, hw), :mod:`.examples`;
 :mod:`.c_files` and :mod:`.options` hold what they share, :mod:`.inputs` what a
-command runs on (sizes, dtypes, schedule files), :mod:`.parser` lists them
-(:func:`build_parser`).  This module is the entry point, :func:`main`, and its
+command runs on (sizes, dtypes, schedule files), :mod:`.json_output` the
+``--json`` envelope and error documents (docs/json-output.md), :mod:`.parser`
+lists them (:func:`build_parser`).  This module is the entry point, :func:`main`, and its
 error contract:
 
 Exit codes: 0 success, 1 a user error (any :class:`~polytile.errors.PolytileError`,
