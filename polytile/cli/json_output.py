@@ -225,7 +225,14 @@ _active: Optional[Session] = None
 
 def emit(doc: Dict[str, Any]) -> None:
     """Print a command's document: to the stdout of the running command line (stderr has the rest), or
-    to ``sys.stdout`` when a handler is called outside ``polytile.cli.main``."""
+    to ``sys.stdout`` when a handler is called outside ``polytile.cli.main``.
+
+    >>> emit({"schema": "polytile.hw.list/1", "presets": []})
+    {
+      "schema": "polytile.hw.list/1",
+      "presets": []
+    }
+    """
     if _active is not None:
         _active.write(doc)
     else:
