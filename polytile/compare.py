@@ -96,13 +96,18 @@ def random_inputs(shapes: Sequence[Sequence[int]], dtypes: Sequence[str], kind: 
 
 @dataclass
 class Check:
-    """One output compared with the reference: the verdict, the error and the tolerance used."""
+    """One output compared with the reference: the verdict, the error and the tolerance used.
+
+    ``tol`` is the bound ``err`` was held to, None when the comparison was exact (integer outputs) or
+    could not be made (another shape); ``tol_text`` is how the tables print it.
+    """
 
     name: str
     ok: bool
     err: float
     tol_text: str
     detail: str = ""
+    tol: Optional[float] = None
 
 
 def check_output(name: str, got: np.ndarray, want: np.ndarray) -> Check:
@@ -127,7 +132,7 @@ def check_output(name: str, got: np.ndarray, want: np.ndarray) -> Check:
     diff = np.where(np.isnan(diff), np.inf, diff)
     err = float(diff.max()) if diff.size else 0.0
     if exact:
-        tol_text = "exact"
+        tol, tol_text = None, "exact"
         bad = ~same if got.dtype == want.dtype else (got != want)
     else:
         rtol = RTOL.get(dtype.name, RTOL["float32"])
@@ -146,7 +151,7 @@ def check_output(name: str, got: np.ndarray, want: np.ndarray) -> Check:
         where = "[" + ", ".join(str(int(i)) for i in worst) + "]"
         detail = (f"{int(np.count_nonzero(bad))} of {diff.size} elements differ; worst at {where}: "
                   f"got {got[worst]!r}, expected {want[worst]!r}")
-    return Check(name, ok, err, tol_text, detail)
+    return Check(name, ok, err, tol_text, detail, tol)
 
 
 def _box_count(dom) -> Optional[int]:

@@ -97,9 +97,9 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
      ("errors", "memory", "schedule", "compare", "kernel", "pipeline", "plots")),
     ("tune", ("polytile.tune",), ("config", "cost", "errors", "hardware", "interpreter", "command_inputs",
                                   "compare", "kernel", "pipeline", "plots", "runtime", "schedule", "version")),
-    # The commands.
+    # The commands (ir: `show --json` lists a program's statements as Tile text).
     ("cli", ("polytile.cli",), ("examples", "cfrontend", "config", "cost", "deps", "errors", "hardware",
-                                "interpreter", "isl_parts", "memory", "plots",
+                                "interpreter", "ir", "isl_parts", "memory", "plots",
                                 "command_inputs", "compare", "c_runner", "pipeline", "tune", "runtime", "schedule",
                                 "targets", "version")),
 ]

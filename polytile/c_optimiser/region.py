@@ -33,7 +33,8 @@ class RegionResult:
     ``timed_out``: a candidate's code generation ran out of wall-clock time, so
     the result depends on the machine's load (it is not kept in the cache).
     A result served from the cache (:func:`polytile.c_optimiser.optimize_regions`
-    with ``cache=True``) has its text and notes but no ``schedule``.
+    with ``cache=True``) has its text, notes and the steps of its schedule
+    (``cached_steps``, as JSON) but no ``schedule``; ``from_cache`` says so.
     """
 
     cscop: CScop
@@ -41,6 +42,19 @@ class RegionResult:
     text: Optional[str] = None
     notes: List[str] = field(default_factory=list)
     timed_out: bool = False
+    from_cache: bool = False
+    cached_steps: Optional[List[dict]] = None
+
+    def steps_json(self) -> Optional[List[dict]]:
+        """The steps of the region's schedule as JSON (from the schedule, or kept in the cache); None when
+        the region was left as written.
+
+        >>> RegionResult(None).steps_json() is None
+        True
+        """
+        if self.schedule is not None:
+            return [st.to_json() for st in self.schedule.steps]
+        return None if self.cached_steps is None else list(self.cached_steps)
 
 
 def _replay(scop, deps, steps: Sequence[Step]) -> Schedule:

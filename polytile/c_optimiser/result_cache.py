@@ -17,9 +17,10 @@ result was kept must not get it back) and the versions of islpy, pycparser
 and cgen.  The C compiler plays no part beyond the preprocessor, whose output
 is in the key.
 
-The document holds the output text and, per region, its replacement text and
-notes -- everything ``polytile opt`` prints -- so a hit prints exactly what a
-miss printed.  The schedules are not kept (a hit's regions have none), nor is
+The document holds the output text and, per region, its replacement text,
+notes and schedule steps -- everything ``polytile opt`` prints, ``--json``
+included -- so a hit prints exactly what a miss printed.  The schedules
+themselves are not kept (a hit's regions have their steps only), nor is
 a result whose code generation ran out of wall-clock time: it depends on the
 machine's load, and the next run may do better.  A cache that cannot be read
 or written (untrusted, read-only, damaged) is passed over: the file is
@@ -46,7 +47,7 @@ from .region import RegionResult
 #: Namespace of the documents in the JSON cache.
 NAMESPACE = "opt"
 #: Format of a document (and part of the key): bump it when the document or the key changes.
-FORMAT = 1
+FORMAT = 2  # 2: each region's schedule steps (for opt --json)
 
 
 @dataclass
@@ -129,10 +130,12 @@ def lookup(key: str, path, regions: Sequence[CScop]) -> Optional[Tuple[bytes, Li
         for cs, kept in zip(regions, doc["regions"]):
             if kept["where"] != _where(cs):
                 raise ValueError(f"region {kept['where']} is not {_where(cs)}")
-            text, notes = kept["text"], kept["notes"]
+            text, notes, steps = kept["text"], kept["notes"], kept["steps"]
             if not (text is None or isinstance(text, str)) or not all(isinstance(n, str) for n in notes):
                 raise TypeError("a region's text or notes are not text")
-            results.append(RegionResult(cs, None, text, list(notes)))
+            if not (steps is None or (isinstance(steps, list) and all(isinstance(st, dict) for st in steps))):
+                raise TypeError("a region's steps are not a list of steps")
+            results.append(RegionResult(cs, None, text, list(notes), from_cache=True, cached_steps=steps))
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         debug_log(1, "opt", f"cached result {json_path(NAMESPACE, key)} unusable ({e}); optimising again")
         stats.misses += 1
@@ -156,7 +159,8 @@ def store(key: str, path, out: bytes, results: Sequence[RegionResult]) -> None:
     except UnicodeDecodeError:
         return  # the frontend reads UTF-8 only, so the output is too; never kept otherwise
     doc = {"format": FORMAT, "output": text,
-           "regions": [{"where": _where(r.cscop), "text": r.text, "notes": list(r.notes)} for r in results]}
+           "regions": [{"where": _where(r.cscop), "text": r.text, "notes": list(r.notes), "steps": r.steps_json()}
+                       for r in results]}
     try:
         stored = json_put(NAMESPACE, key, doc)
     except (CacheError, OSError) as e:

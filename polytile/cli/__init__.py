@@ -26,8 +26,9 @@ deps, schedule, each with its C half), :mod:`.compare_command`,
 :mod:`.opt_command`, :mod:`.draw_command`, :mod:`.roofline_command` (figures, drawn by
 :mod:`polytile.plots`), :mod:`.tool_commands` (cache, hw), :mod:`.examples`;
 :mod:`.c_files` and :mod:`.options` hold what they share, :mod:`.inputs` what a
-command runs on (sizes, dtypes, schedule files), :mod:`.parser` lists them
-(:func:`build_parser`).  This module is the entry point, :func:`main`, and its
+command runs on (sizes, dtypes, schedule files), :mod:`.json_output` the
+``--json`` envelope and error documents (docs/json-output.md), :mod:`.parser`
+lists them (:func:`build_parser`).  This module is the entry point, :func:`main`, and its
 error contract:
 
 Exit codes: 0 success, 1 a user error (any :class:`~polytile.errors.PolytileError`,
@@ -58,7 +59,8 @@ from .inputs import (  # noqa: F401  (re-exported: what a command runs on)
 )
 from .model_commands import DEP_RELATIONS, cmd_deps, cmd_schedule, cmd_show  # noqa: F401
 from .opt_command import cmd_opt  # noqa: F401
-from .parser import build_parser
+from . import json_output
+from .parser import ArgumentsRejected, build_parser
 from .tool_commands import cmd_cache, cmd_hw  # noqa: F401
 
 
@@ -129,13 +131,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     missing input file); 2 bad usage; 3 the environment (no compiler, no GPU,
     untrusted or unwritable cache, bad POLYTILE_* setting); 70 an internal
     error, reported in one line (the traceback with -v or POLYTILE_DEBUG); 130
-    interrupted (Ctrl-C), at any moment, without a traceback.
+    interrupted (Ctrl-C), at any moment, without a traceback.  With ``--json``
+    (run, show, deps, hw, opt) a failure also prints a JSON error document on
+    stdout (docs/json-output.md).
+
+    >>> main(["hw", "list"])  # doctest: +ELLIPSIS
+    host
+    ...
+    0
     """
-    sub_prog = PROG
-    verbose = 0
     interrupted, restore = _watch_interrupts()
+    session = json_output.Session()
     try:
-        code = _main(argv)
+        code = _main(argv, session)
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     finally:
@@ -145,7 +153,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # KeyboardInterrupt; whatever error followed it, the user interrupted the run.
         if code != EXIT_INTERRUPTED:
             _print_quietly(f"{PROG}: interrupted")
-        return EXIT_INTERRUPTED
+        code = EXIT_INTERRUPTED
+    session.finish(code)
     return code
 
 
@@ -167,33 +176,43 @@ def _watch_interrupts():
     return (lambda: seen[0]), (lambda: signal.signal(signal.SIGINT, previous))
 
 
-def _main(argv: Optional[Sequence[str]] = None) -> int:
+def _main(argv: Optional[Sequence[str]], session: json_output.Session) -> int:
     sub_prog = PROG
     verbose = 0
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         parser = build_parser()
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help, --version, or an argparse error (already printed)
+            command = json_output.command_of(argv) if isinstance(exc, ArgumentsRejected) else None
+            if command is not None:
+                session.enable(command)
+                session.failed(exc, exc.message, "ArgumentError")  # as argparse calls it
             return _exit_code(exc.code)
         if args.command is None:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
         sub_prog = f"{PROG} {args.command}"
         verbose = args.verbose or 0
+        if getattr(args, "json", False) is True:  # (tune's --json names a file: not this)
+            session.enable(args.command)
         level = max(get_config().debug, min(verbose, 3))  # a bad POLYTILE_DEBUG raises ConfigError here
         _check_outputs(args)
-        with override(debug=level):
+        with override(debug=level), session.capturing():
             return args.handler(args)
     except PolytileEnvironmentError as err:
+        session.failed(err)
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return EXIT_ENVIRONMENT
     except PolytileError as err:
+        session.failed(err)
         text = str(err)
         # A located error already reads "file:line:col: error: ..."; don't stack prefixes.
         print(text if err.loc is not None else f"{PROG}: error: {text}", file=sys.stderr)
         return EXIT_USER
     except UsageError as err:
+        session.failed(err, f"{sub_prog}: {err}")
         print(f"{sub_prog}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -207,19 +226,23 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         except (OSError, ValueError):
             pass
+        session.emitted = True  # nobody is reading stdout any more: no error document either
         return EXIT_USER
-    except MemoryError:
-        print(f"{PROG}: error: out of memory; try smaller sizes (--dims)", file=sys.stderr)
+    except MemoryError as exc:
+        message = "out of memory; try smaller sizes (--dims)"
+        session.failed(exc, message)
+        print(f"{PROG}: error: {message}", file=sys.stderr)
         return EXIT_USER
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
         if exc.filename is None:
-            return _internal_error(exc, verbose)
+            return _internal_error(exc, verbose, session)
         # A file the user named (or that should be there) is missing or unreadable.
         name = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
+        session.failed(exc, f"{name}: {exc.strerror or exc}")
         print(f"{PROG}: error: {name}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USER
     except Exception as exc:  # noqa: BLE001 - the last line of defence: no traceback for users
-        return _internal_error(exc, verbose)
+        return _internal_error(exc, verbose, session)
 
 
 def _print_quietly(text: str) -> None:
@@ -229,7 +252,7 @@ def _print_quietly(text: str) -> None:
         pass
 
 
-def _internal_error(exc: BaseException, verbose: int) -> int:
+def _internal_error(exc: BaseException, verbose: int, session: Optional[json_output.Session] = None) -> int:
     """Report a bug: one line, or the traceback too when debugging was asked for."""
     import traceback
 
@@ -237,8 +260,11 @@ def _internal_error(exc: BaseException, verbose: int) -> int:
         traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
     first = (str(exc).strip().splitlines() or [""])[0][:300]
     hint = "" if _debug_requested(verbose) else "; run with -v (or POLYTILE_DEBUG=1) to see the traceback"
-    print(f"{PROG}: internal error: {type(exc).__name__}{': ' + first if first else ''} -- this is a bug in "
-          f"polytile, please report it with the command line and input file{hint}", file=sys.stderr)
+    message = (f"internal error: {type(exc).__name__}{': ' + first if first else ''} -- this is a bug in "
+               f"polytile, please report it with the command line and input file")
+    if session is not None:
+        session.failed(exc, message)
+    print(f"{PROG}: {message}{hint}", file=sys.stderr)
     return EXIT_INTERNAL
 
 

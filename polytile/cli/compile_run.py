@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 import re
-import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
@@ -17,9 +17,12 @@ from .. import compare as compare_mod
 # the same way; they live in polytile.compare (light to import: numpy only).
 from ..compare import COUNT_SCAN_LIMIT, RTOL, Check, check_output, format_table
 from ..errors import PolytileError
+from . import json_output
 from .inputs import (
-    FUSION, _saved, _shape_options, _shape_text, _signature, _specialize, check_memory, make_inputs, resolve,
+    FUSION, Target, _saved, _shape_options, _shape_text, _signature, _specialize, check_memory, make_inputs,
+    resolve,
 )
+from .model_commands import schedule_json
 from .options import _timing_options
 
 
@@ -143,6 +146,9 @@ def add_run_parser(subs, formatter, common) -> None:
                         "A file with `// inputs: positive` gets values in [1, 4] either way")
     _shape_options(p)
     _schedule_options(p)
+    json_output.add_json_option(p, "dims, inputs, schedule, timing (seconds), GFLOP/s, the outputs' shapes "
+                                   "and dtypes, --check's verdict per output, kernel cache hit or miss, "
+                                   "provenance")
     common(p, sub=True)
     p.set_defaults(handler=cmd_run)
 
@@ -181,8 +187,36 @@ def _require_cuda_device(spec=None) -> None:
         raise NoDeviceError(f"no CUDA device is available ({meaning}): {hint}") from None
 
 
+@dataclass
+class RunResult:
+    """What ``polytile run`` measured, for its two renderings (the text report and ``--json``)."""
+
+    target: Target
+    spec: object                      # the Specialization that ran
+    outs: Tuple[np.ndarray, ...]
+    times: List[float]                # seconds per timed call
+    flops: Optional[int]              # None: not counted (see count_flops)
+    checks: Optional[List[Check]]     # None without --check
+    kernel_cache: str                 # "hit": no C compiler ran for this kernel; "miss": it was built now
+    values: str                       # what the random inputs are, in words
+
+    @property
+    def ok(self) -> bool:
+        return self.checks is None or all(c.ok for c in self.checks)
+
+
 def cmd_run(args) -> int:
-    from .. import pipeline
+    result = _measure(args)
+    if getattr(args, "json", False):
+        json_output.emit(_run_document(args, result))
+    else:
+        _print_run(args, result)
+    return 0 if result.ok else 1
+
+
+def _measure(args) -> RunResult:
+    """Build, run, time and (--check) check the kernel of ``args``."""
+    from .. import pipeline, runtime
 
     saved = _saved(args)
     target = resolve(args, saved=saved)
@@ -191,7 +225,9 @@ def cmd_run(args) -> int:
     check_memory(list(zip(names, target.shapes, target.dtypes)), "the inputs")
     if getattr(args, "target", "openmp") == "cuda":
         _require_cuda_device()
+    compiles = runtime.stats.compiles
     spec = _specialize(target, args, build=True, saved=saved)
+    kernel_cache = "miss" if runtime.stats.compiles > compiles else "hit"
     params = [(p.name, p.shape, p.dtype) for p in spec.source.params]
     if args.check:  # the reference interpreter makes its own outputs
         params += [(f"reference {p.name}", p.shape, p.dtype) for p in spec.source.params if p.kind == "output"]
@@ -208,17 +244,37 @@ def cmd_run(args) -> int:
 
     times = compare_mod.time_calls(call, args.repeat, args.warmup)
     outs = results[0]
-    med, best = statistics.median(times), min(times)
+    checks = None
+    if args.check:
+        from .. import interpreter
 
-    dims = ", ".join(f"{k}={v}" for k, v in spec.bound.dims.items()) or "none"
+        ref = interpreter.run(target.program, *arrays)
+        refs = ref if isinstance(ref, tuple) else (ref,)
+        checks = [check_output(n, g, w) for n, g, w in zip(spec.bound.program.outputs, outs, refs)]
     values = {"int": "integers in [1, 4]" if target.hints.positive else "integers in [-4, 4]",
               "normal": "uniform in [1, 4]" if target.hints.positive else "standard normal"}[args.inputs]
+    return RunResult(target, spec, outs, times, count_flops(spec), checks, kernel_cache, values)
+
+
+def _tolerance_rule(outs) -> str:
+    """The rule --check held the outputs to, in words."""
+    kinds = {np.dtype(o.dtype).name for o in outs}
+    rules = [f"{dt} max_abs_err <= {RTOL[dt]:g} * max(1, max|ref|)" for dt in sorted(kinds & set(RTOL))]
+    if kinds - set(RTOL):
+        rules.append("integer/bool outputs exact")
+    return "; ".join(rules)
+
+
+def _print_run(args, r: RunResult) -> None:
+    spec, target = r.spec, r.target
+    med, best, _ = compare_mod.spread(r.times)
+    dims = ", ".join(f"{k}={v}" for k, v in spec.bound.dims.items()) or "none"
     print(f"kernel   {spec.source.entry} from {target.path}")
     print(f"dims     {dims}")
-    print(f"inputs   {_signature(target) or '(none)'}  ({values}, seed {args.seed})")
+    print(f"inputs   {_signature(target) or '(none)'}  ({r.values}, seed {args.seed})")
     print(f"time     median {_ms(med)}, min {_ms(best)} per call over {args.repeat} run(s) "
           f"after {args.warmup} warm-up")
-    flops = count_flops(spec)
+    flops = r.flops
     if flops is None:
         print("flops    not counted (a contraction domain is too irregular and large to count quickly)")
     elif flops:
@@ -227,32 +283,60 @@ def cmd_run(args) -> int:
 
     names = spec.bound.program.outputs
     rows = [["output", "shape", "dtype"]]
-    checks: List[Check] = []
-    if args.check:
-        from .. import interpreter
-
+    if r.checks is not None:
         rows[0] += ["max_abs_err", "tolerance", "check"]
-        ref = interpreter.run(target.program, *arrays)
-        refs = ref if isinstance(ref, tuple) else (ref,)
-        checks = [check_output(n, g, w) for n, g, w in zip(names, outs, refs)]
-    for k, (name, out) in enumerate(zip(names, outs)):
+    for k, (name, out) in enumerate(zip(names, r.outs)):
         row = [name, _shape_text(out.shape), str(out.dtype)]
-        if checks:
-            c = checks[k]
+        if r.checks is not None:
+            c = r.checks[k]
             row += [f"{c.err:.3g}", c.tol_text, "PASS" if c.ok else "FAIL"]
         rows.append(row)
     print()
     print(format_table(rows))
-    if not args.check:
-        return 0
-    for c in checks:
+    if r.checks is None:
+        return
+    for c in r.checks:
         if c.detail:
             print(f"  {c.name}: {c.detail}")
-    kinds = {np.dtype(o.dtype).name for o in outs}
-    rules = [f"{dt} max_abs_err <= {RTOL[dt]:g} * max(1, max|ref|)" for dt in sorted(kinds & set(RTOL))]
-    if kinds - set(RTOL):
-        rules.append("integer/bool outputs exact")
-    print("tolerance: " + "; ".join(rules))
-    ok = all(c.ok for c in checks)
-    print(f"check against the reference interpreter: {'PASS' if ok else 'FAIL'}")
-    return 0 if ok else 1
+    print("tolerance: " + _tolerance_rule(r.outs))
+    print(f"check against the reference interpreter: {'PASS' if r.ok else 'FAIL'}")
+
+
+def _run_document(args, r: RunResult) -> dict:
+    """``run --json``: the document (docs/json-output.md, "polytile run --json")."""
+    spec, target = r.spec, r.target
+    timing = compare_mod.spread(r.times)
+    gflops = None
+    if r.flops and timing.median and timing.min:
+        gflops = {"median": r.flops / timing.median / 1e9, "min": r.flops / timing.min / 1e9}
+    check = None
+    if r.checks is not None:
+        check = {"ok": r.ok, "rule": _tolerance_rule(r.outs),
+                 "outputs": [{"name": c.name, "ok": c.ok, "max_abs_err": c.err, "tolerance": c.tol,
+                              "exact": c.tol_text == "exact", "detail": c.detail or None} for c in r.checks]}
+    return json_output.document(
+        "run",
+        file=str(target.path),
+        kernel=spec.source.entry,
+        target=getattr(args, "target", "openmp"),
+        dims=dict(spec.bound.dims),
+        dims_source=_DIMS_SOURCE.get(target.dims_source),
+        inputs=[{"name": n, "shape": list(s), "dtype": dt}
+                for n, s, dt in zip(target.program.input_names, target.shapes, target.dtypes)],
+        input_values={"kind": args.inputs, "description": r.values, "seed": args.seed},
+        schedule={"file": getattr(args, "schedule", None), **schedule_json(spec.schedule)},
+        timing={"median_s": timing.median, "min_s": timing.min, "max_s": timing.max, "repeat": args.repeat,
+                "warmup": args.warmup, "times_s": list(r.times)},
+        flops=r.flops,
+        gflops=gflops,
+        outputs=[{"name": n, "shape": list(o.shape), "dtype": str(o.dtype)}
+                 for n, o in zip(spec.bound.program.outputs, r.outs)],
+        check=check,
+        kernel_cache=r.kernel_cache,
+        library=str(spec.library_path) if spec.library_path else None,
+        provenance=compare_mod.provenance(),
+    )
+
+
+#: Target.dims_source as the documents spell it.
+_DIMS_SOURCE = {"--dims": "option", "the file": "file", "the schedule": "schedule"}

@@ -7,10 +7,11 @@ schedule tree, the dependence relations) come first.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import PolytileError
 from ..isl_parts import maps_of
+from . import json_output
 from .c_files import (
     _C_PREPROCESSOR, _c_command, _c_options, _c_params, _c_region_header, _c_regions, _cpp_args, _is_c,
     _per_region, _pure, _reject_c_options, _reject_tile_options,
@@ -49,8 +50,8 @@ DEP_RELATIONS = (
 )
 
 
-def _relation_lines(rel, order: Sequence[str]) -> List[str]:
-    """One line per (source, sink) statement pair of an isl union map, in statement order."""
+def _relation_maps(rel, order: Sequence[str]) -> list:
+    """The isl maps of a union map, one per (source, sink) statement pair, in statement order."""
     maps = maps_of(rel.coalesce())
     rank = {n: k for k, n in enumerate(order)}
 
@@ -60,7 +61,12 @@ def _relation_lines(rel, order: Sequence[str]) -> List[str]:
         return (rank.get(m.get_tuple_name(isl.dim_type.in_), len(rank)),
                 rank.get(m.get_tuple_name(isl.dim_type.out), len(rank)), str(m))
 
-    return [str(m) for m in sorted(maps, key=key)]
+    return sorted(maps, key=key)
+
+
+def _relation_lines(rel, order: Sequence[str]) -> List[str]:
+    """One line per (source, sink) statement pair of an isl union map, in statement order."""
+    return [str(m) for m in _relation_maps(rel, order)]
 
 
 def _dependence_lines(dep, order: Sequence[str], *, indent: str, meanings: bool) -> List[str]:
@@ -74,13 +80,94 @@ def _dependence_lines(dep, order: Sequence[str], *, indent: str, meanings: bool)
     return out
 
 
-def _c_dependence_lines(cs, *, indent: str, meanings: bool) -> List[str]:
-    """The dependence relations of a region (DEP_RELATIONS order), as ``deps`` and ``show`` print them."""
+def _c_dependences(cs):
+    """A modelled region's dependences (in its original order) and its statement names."""
     from .. import deps as deps_mod
 
-    dep = deps_mod.compute(cs.scop)
-    order = [st.name for st in cs.scop.statements]
+    return deps_mod.compute(cs.scop), [st.name for st in cs.scop.statements]
+
+
+def _c_dependence_lines(cs, *, indent: str, meanings: bool) -> List[str]:
+    """The dependence relations of a region (DEP_RELATIONS order), as ``deps`` and ``show`` print them."""
+    dep, order = _c_dependences(cs)
     return _dependence_lines(dep, order, indent=indent, meanings=meanings)
+
+
+# ---------------------------------------------------------------------------
+# the same views as JSON data (--json; docs/json-output.md)
+# ---------------------------------------------------------------------------
+
+
+def dependences_json(dep, order: Sequence[str]) -> Dict[str, Any]:
+    """Each relation of DEP_RELATIONS as ``{"relation": union map text, "maps": [{source, sink, map}]}``,
+    the maps being the lines ``polytile deps`` prints.
+
+    >>> # dependences_json(spec.deps, ["Z0", "S0"])["flow"]["maps"][0]["source"] -> "Z0"
+    """
+    import islpy as isl
+
+    out: Dict[str, Any] = {}
+    for _, attr, _ in DEP_RELATIONS:
+        rel = getattr(dep, attr)
+        out[attr] = {"relation": str(rel.coalesce()),
+                     "maps": [{"source": m.get_tuple_name(isl.dim_type.in_), "sink": m.get_tuple_name(isl.dim_type.out),
+                               "map": str(m)} for m in _relation_maps(rel, order)]}
+    return out
+
+
+def statement_json(st) -> Dict[str, Any]:
+    """A Scop statement: its name and source text, iteration domain and accesses as isl text.
+
+    >>> # statement_json(spec.scop.statements[1])["domain"] -> "{ S0[i, j, k] : 0 <= i <= 7 and ... }"
+    """
+    return {"name": st.name, "kind": st.kind, "origin": st.origin or None,
+            "text": st.c_text if st.c_text is not None else (st.text or None),
+            "line": st.loc.line if st.loc is not None else None, "iterators": list(st.iters),
+            "domain": str(st.domain), "write": str(st.write_map()), "reads": [str(m) for m in maps_of(st.reads())]}
+
+
+def _arrays_json(scop) -> List[Dict[str, Any]]:
+    # A C array whose extent the frontend could not tell has -1 there ("?" in the text).
+    return [{"name": a.name, "kind": a.kind, "dtype": a.dtype, "shape": [d if d >= 0 else None for d in a.shape]}
+            for a in scop.arrays]
+
+
+def schedule_json(schedule) -> Dict[str, Any]:
+    """A schedule as ``show`` and ``run --json`` report it: its steps (replayable), the loop tree, the isl
+    schedule tree (block YAML, as ``show`` prints it; ``isl.Schedule`` reads it back), each statement's
+    time map with its loop names, and the marks (from :meth:`Schedule.to_json`, the saved form).
+
+    >>> # schedule_json(spec.schedule)["steps"][0] -> {"op": "base", "kind": "original"}
+    """
+    tree = _schedule_yaml(schedule)
+    if not hasattr(schedule, "to_json"):  # a bare isl schedule: only its tree is known
+        return {"steps": None, "description": None, "tree": tree, "statements": None, "marks": None}
+    saved = schedule.to_json()
+    return {"steps": saved["steps"], "description": schedule.describe(), "tree": tree,
+            "statements": [{"name": name, "map": v["map"], "loops": v["names"]}
+                           for name, v in saved["statements"].items()],
+            "marks": [{"statement": m[0], "loop": m[1], "kind": m[2], "arg": m[3]} for m in saved["marks"]]}
+
+
+def _region_json(args, cs, *, full: bool) -> Dict[str, Any]:
+    """A C region for ``deps --json`` (``full``: also what ``show`` prints: arrays, context, notes, ...)."""
+    modelled = not (cs.skipped or cs.scop is None)
+    out: Dict[str, Any] = {
+        "lines": list(cs.lines), "function": cs.function, "params": list(cs.params), "fixed": dict(cs.fixed),
+        "skipped": not modelled, "reason": cs.reason or None,
+        "statements": [statement_json(st) for st in cs.scop.statements] if modelled else [],
+        "dependences": dependences_json(*_c_dependences(cs)) if modelled else None,
+    }
+    if full:
+        out.update({"bytes": [cs.start, cs.end], "context": str(cs.scop.context) if modelled else None,
+                    "declarations": list(cs.declarations), "arrays": _arrays_json(cs.scop) if modelled else [],
+                    "schedule_map": str(cs.scop.schedule.get_map()) if modelled else None,
+                    "notes": list(cs.notes)})
+    return out
+
+
+def _c_document(name: str, args, regions) -> Dict[str, Any]:
+    return json_output.document(name, file=str(args.file), language="c", regions=regions)
 
 
 # ---------------------------------------------------------------------------
@@ -115,6 +202,9 @@ def add_show_parser(subs, formatter, common) -> None:
                         "(default: host), and with cuda/cuda-emulate it is the GPU of the mapping "
                         "(default: nvidia-h100)")
     _shape_options(p)
+    json_output.add_json_option(p, "the program (inputs, outputs, statements), and with sizes each statement's "
+                                   "domain and accesses, the dependences and the schedule (steps, loop tree, "
+                                   "isl tree) as isl text; a C file: each region")
     common(p, sub=True)
     p.set_defaults(handler=cmd_show)
 
@@ -123,6 +213,10 @@ def add_show_parser(subs, formatter, common) -> None:
 def _show_c(args) -> int:
     """`polytile show FILE.c`: each region's parameters, arrays, domains, accesses and dependences."""
     from ..frontends.c import show
+
+    if getattr(args, "json", False):
+        json_output.emit(_c_document("show", args, [_region_json(args, cs, full=True) for cs in _c_regions(args)]))
+        return 0
 
     def region(cs) -> None:
         print(show(cs))
@@ -138,6 +232,8 @@ def cmd_show(args) -> int:
     if str(args.file).endswith(".c"):
         return _show_c(args)
     target = resolve(args, need_sizes=False)
+    if getattr(args, "json", False):
+        return _show_json(args, target)
     print(f"// {target.path}")
     print(str(target.program).rstrip())
     if target.shapes is None:
@@ -164,15 +260,64 @@ def cmd_show(args) -> int:
         print()
     print("== schedule tree (isl)")
     print(_schedule_yaml(spec.schedule))
-    tgt = getattr(args, "target", "openmp")
-    if tgt in ("cuda", "cuda-emulate"):
-        from ..targets import cuda as cuda_target
-
-        hw = getattr(args, "hardware", None) or "nvidia-h100"
+    mapping = _gpu_mapping(args, target)
+    if mapping is not None:
         print()
-        print(f"== GPU mapping ({hw}: grid, block, loops per thread)")
-        kernel = cuda_target.compile_cuda(target.program, target.shapes, target.dtypes, hardware=hw, emulate=True)
-        print(kernel.describe())
+        print(f"== GPU mapping ({mapping['hardware']}: grid, block, loops per thread)")
+        print(mapping["description"])
+    return 0
+
+
+def _gpu_mapping(args, target: Target) -> Optional[Dict[str, str]]:
+    """With --target cuda/cuda-emulate: the GPU of the mapping and the mapping in words."""
+    if getattr(args, "target", "openmp") not in ("cuda", "cuda-emulate"):
+        return None
+    from ..targets import cuda as cuda_target
+
+    hw = getattr(args, "hardware", None) or "nvidia-h100"
+    kernel = cuda_target.compile_cuda(target.program, target.shapes, target.dtypes, hardware=hw, emulate=True)
+    return {"hardware": hw, "description": kernel.describe()}
+
+
+def _program_json(target: Target, spec) -> Dict[str, Any]:
+    """The program as polytile reads it: its text, inputs (dimension names; shapes and dtypes), outputs
+    and statements; shapes (and output dtypes) are null without sizes."""
+    from .. import ir
+
+    program = target.program
+    tensors = spec.bound.tensors if spec is not None else {}
+    return {
+        "text": str(program).rstrip(),
+        "inputs": [{"name": i.name, "dims": list(i.dims) if i.dims is not None else None,
+                    "shape": list(target.shapes[k]) if target.shapes is not None else None,
+                    "dtype": target.dtypes[k]} for k, i in enumerate(program.inputs)],
+        "outputs": [{"name": o, "shape": list(tensors[o].shape) if o in tensors else None,
+                     "dtype": tensors[o].dtype.name if o in tensors else None} for o in program.outputs],
+        "statements": [{"target": st.target, "kind": type(st).__name__.lower(), "text": ir.format_stmt(st)}
+                       for st in program.body],
+    }
+
+
+def _show_json(args, target: Target) -> int:
+    """`polytile show FILE.tile --json`: the program, and with sizes the Scop, dependences and schedule."""
+    spec = None
+    if target.shapes is not None:
+        spec = _specialize(target, args, build=False)
+    elif _header_dim_names(target.program):
+        _note("pass --dims to also get the Scop, dependences and schedule (they are null without sizes)")
+    order = [st.name for st in spec.scop.statements] if spec is not None else []
+    json_output.emit(json_output.document(
+        "show", file=str(target.path), language="tile",
+        dims=dict(spec.bound.dims) if spec is not None else None,
+        program=_program_json(target, spec),
+        scop=None if spec is None else {
+            "name": spec.scop.name, "arrays": _arrays_json(spec.scop),
+            "statements": [statement_json(st) for st in spec.scop.statements],
+            "schedule_map": str(spec.scop.schedule.get_map())},
+        dependences=dependences_json(spec.deps, order) if spec is not None else None,
+        schedule=schedule_json(spec.schedule) if spec is not None else None,
+        gpu_mapping=_gpu_mapping(args, target) if spec is not None else None,
+    ))
     return 0
 
 
@@ -218,6 +363,8 @@ def add_deps_parser(subs, formatter, common) -> None:
     p.add_argument("file", metavar="FILE.tile|FILE.c", help="the Tile program, or a C file with #pragma scop regions")
     _c_options(p)
     _shape_options(p)
+    json_output.add_json_option(p, "the statements and, per kind (flow, flow_value, anti, output, reduction), the "
+                                   "relation and its maps per statement pair as isl text; a C file: per region")
     common(p, sub=True)
     p.set_defaults(handler=cmd_deps)
 
@@ -233,12 +380,20 @@ def cmd_deps(args) -> int:
     _reject_c_options(args, "deps", ("function", "assume_no_alias", "reassociate") + _C_PREPROCESSOR)
     target = resolve(args)
     spec = _specialize(target, args, build=False)
+    order = [s.name for s in spec.scop.statements]
+    if getattr(args, "json", False):
+        json_output.emit(json_output.document(
+            "deps", file=str(target.path), language="tile", dims=dict(spec.bound.dims),
+            inputs=[{"name": n, "shape": list(sh), "dtype": dt}
+                    for n, sh, dt in zip(target.program.input_names, target.shapes, target.dtypes)],
+            statements=[statement_json(st) for st in spec.scop.statements],
+            dependences=dependences_json(spec.deps, order)))
+        return 0
     print(_specialised_header(target, spec))
     print()
     print("statements:")
     for s in spec.scop.statements:
         print(f"  {s.name}: {s.text or s.kind}")
-    order = [s.name for s in spec.scop.statements]
     print("\n".join(_dependence_lines(spec.deps, order, indent="", meanings=True)))
     return 0
 
@@ -247,6 +402,9 @@ def cmd_deps(args) -> int:
 def _deps_c(args) -> int:
     """`polytile deps FILE.c`: per region, its statements with their C text and each dependence relation."""
     _reject_tile_options(args, "deps", ("shape", "dtype", "dtypes"))
+    if getattr(args, "json", False):
+        json_output.emit(_c_document("deps", args, [_region_json(args, cs, full=False) for cs in _c_regions(args)]))
+        return 0
 
     def region(cs) -> None:
         print(_c_region_header(args, cs))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from ..errors import PolytileError
+from . import json_output
 from .argtypes import arg_type
 from .c_files import _c_command, _cpp_args, _cpp_options, _pure
 from .inputs import FUSION, UsageError, _note, parse_dims
@@ -105,6 +106,9 @@ def add_parser(subs, formatter, common) -> None:
                    help="integer parameters and macros for --verify (default: 37 for parameters, the file's "
                         "value for macros)")
     _cpp_options(p.add_argument_group("C preprocessor and purity"))
+    json_output.add_json_option(p, "per region its lines, whether it was optimised, left unchanged or skipped "
+                                   "(and why), its schedule steps, notes and cache hit; where the file was "
+                                   "written, and without -o/--in-place the optimised file itself as \"text\"")
     common(p, sub=True)
     p.set_defaults(handler=cmd_opt)
 
@@ -178,6 +182,7 @@ def cmd_opt(args) -> int:
         elif getattr(args, "verbose", 0):
             for n in r.notes:
                 _note(f"{where}: {n}")
+    verified = None
     if args.verify and any(r.text is not None for r in results):
         sizes: Dict[str, int] = {}
         for d in args.verify_dims or ():
@@ -188,6 +193,8 @@ def cmd_opt(args) -> int:
         if problems:
             raise PolytileError(f"{args.file}: --verify: the optimised file computes different results "
                                 f"(please report this as a polytile bug):\n  " + "\n  ".join(problems))
+        verified = {"ok": True, "agreement": "tolerance" if args.reassociate else "bitwise",
+                    "flags": list(c_runner.DEFAULT_FLAGS)}
         _note(f"{args.file}: --verify: optimised and original builds agree "
               + ("within the reassociation tolerance" if args.reassociate else "bitwise")
               + f" ({' '.join(c_runner.DEFAULT_FLAGS)})")
@@ -199,7 +206,43 @@ def cmd_opt(args) -> int:
             out_path.write_bytes(out)
         except OSError as exc:
             raise PolytileError(f"cannot write {out_path}: {exc.strerror or exc}") from None
-    else:
+    elif not getattr(args, "json", False):
         sys.stdout.buffer.write(out) if hasattr(sys.stdout, "buffer") else sys.stdout.write(out.decode())
         sys.stdout.flush()
+    if getattr(args, "json", False):
+        json_output.emit(_opt_document(args, out, results, out_path, verified, params))
     return 0
+
+
+def _region_status(r) -> str:
+    if r.cscop.skipped or r.cscop.scop is None:
+        return "skipped"
+    return "unchanged" if r.text is None else "optimised"
+
+
+def _opt_document(args, out: bytes, results, out_path: Optional[Path], verified, params) -> dict:
+    """``opt --json``: per region what happened to it, where the file went (or, without -o, the file)."""
+    regions = []
+    for r in results:
+        status = _region_status(r)
+        reason = None
+        if status == "skipped":
+            reason = r.cscop.reason or "not modelled"
+        elif status == "unchanged":
+            reason = "; ".join(r.notes) or "not modelled"
+        regions.append({"lines": list(r.cscop.lines), "function": r.cscop.function, "status": status,
+                        "reason": reason, "steps": r.steps_json(), "notes": list(r.notes),
+                        "from_cache": r.from_cache})
+    cache = None
+    if results:
+        cache = "hit" if all(r.from_cache for r in results) else "miss"
+    return json_output.document(
+        "opt", file=str(args.file), output=str(out_path) if out_path is not None else None,
+        in_place=bool(args.in_place), cache=cache,
+        options={"tile": args.tile, "parallel": args.parallel, "fusion": args.fusion, "hardware": args.hardware,
+                 "params": params or {}, "schedule": args.schedule, "function": args.function,
+                 "reassociate": args.reassociate, "skip_nonaffine": args.skip_nonaffine,
+                 "assume_no_alias": args.assume_no_alias},
+        regions=regions, verify=verified,
+        # Without -o the optimised file has nowhere else to go: stdout carries this document alone.
+        text=out.decode("utf-8", errors="replace") if out_path is None else None)

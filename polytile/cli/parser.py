@@ -36,8 +36,33 @@ shows the kernel cache.
 """
 
 
+class ArgumentsRejected(SystemExit):
+    """argparse's exit for a bad command line (status 2, the message already on stderr), carrying the
+    message, so that ``--json`` can repeat it in its error document."""
+
+    def __init__(self, code, message: str):
+        super().__init__(code)
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose errors raise :class:`ArgumentsRejected` (the subcommands' parsers are
+    made of the same class)."""
+
+    def error(self, message: str):
+        try:
+            super().error(message)
+        except SystemExit as exc:
+            raise ArgumentsRejected(exc.code, f"{self.prog}: {message}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    """The whole command line's parser.
+
+    >>> build_parser().parse_args(["hw", "list", "--json"]).json
+    True
+    """
+    parser = _Parser(
         prog=PROG, formatter_class=_Formatter, epilog=_MAIN_EPILOG,
         description="polytile: a polyhedral loop optimizer.  Compiles Tile programs (tensor contractions "
                     "and elementwise code) through isl into OpenMP C, runs them, checks them against a "

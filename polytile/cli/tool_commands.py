@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..config import get_config
 from ..memory import bytes_text
+from . import json_output
 
 
 # ---------------------------------------------------------------------------
@@ -90,16 +91,54 @@ def add_hw_parser(subs, formatter, common) -> None:
                         description="Print a hardware descriptor: the detected host, a preset, or a file.")
     p.add_argument("action", choices=("show", "list"), help="show one descriptor, or list the presets")
     p.add_argument("name", nargs="?", metavar="NAME|FILE", help="preset name or file (default: host)")
+    json_output.add_json_option(p, "show: the descriptor in the file format (detected host facts, defaults "
+                                   "named in its notes), which fields were derived, vector lanes and each "
+                                   "memory level's machine-wide size and bandwidth; list: the presets")
     common(p, sub=True)
     p.set_defaults(handler=cmd_hw)
+
+
+def _preset_names(hardware) -> list:
+    return ["host"] + [p for p in hardware.presets() if p != "host"]
 
 
 def cmd_hw(args) -> int:
     from .. import hardware
 
+    as_json = getattr(args, "json", False)
     if args.action == "list":
-        for name in ["host"] + [p for p in hardware.presets() if p != "host"]:
+        if as_json:
+            json_output.emit(json_output.document("hw.list", presets=[
+                {"name": name, "file": None if name == "host" else str(hardware.PRESET_DIR / f"{name}.toml")}
+                for name in _preset_names(hardware)]))
+            return 0
+        for name in _preset_names(hardware):
             print(name)
         return 0
-    print(hardware.format(hardware.load(args.name or "host")))
+    hw = hardware.load(args.name or "host")
+    if as_json:
+        json_output.emit(hw_document(hw, args.name or "host"))
+        return 0
+    print(hardware.format(hw))
     return 0
+
+
+def hw_document(hw, name: str) -> dict:
+    """``hw show --json``: the descriptor (:func:`polytile.hardware.to_dict`, which ``hw show FILE`` reads
+    back) and what ``hw show`` prints besides: derived fields, vector lanes, machine-wide level totals.
+
+    >>> from polytile import hardware
+    >>> hw_document(hardware.load("x86-avx2"), "x86-avx2")["descriptor"]["cores"]
+    8
+    """
+    from .. import hardware
+
+    return json_output.document(
+        "hw.show", name=name, source=hardware.source_kind(name), kind=hw.kind,
+        descriptor=hardware.to_dict(hw),
+        derived=hardware.derived_fields(hw),
+        vector_lanes={dt: hw.vector_lanes(dt) for dt in ("float32", "float64")},
+        memory=[{"name": lv.name, "per_core": lv.per_core, "total_bytes": hw.total_bytes(lv),
+                 "bandwidth_total_gbs": hw.bandwidth(lv) / 1e9 if lv.bandwidth_gbs is not None else None}
+                for lv in hw.memory],
+        notes=list(hw.notes))

@@ -45,6 +45,20 @@ def _level_rows(hw: Hardware, unit: str) -> list[list[str]]:
     return rows
 
 
+def derived_fields(hw: Hardware) -> list[str]:
+    """The fields of ``hw`` computed from its other facts rather than given: a CPU's peaks that its file
+    left out (cores x FMA units x 2 x lanes x clock).
+
+    >>> from .read import load
+    >>> derived_fields(load("x86-avx2"))
+    ['peak_gflops_fp32', 'peak_gflops_fp64']
+    """
+    if not isinstance(hw, CPUDescriptor):
+        return []
+    return [name for name, dt in (("peak_gflops_fp32", "fp32"), ("peak_gflops_fp64", "fp64"))
+            if math.isclose(getattr(hw, name), hw.computed_peak_gflops(dt), rel_tol=1e-9)]
+
+
 def format(hw: Hardware) -> str:  # noqa: A001 - the documented API name (`polytile hw show`)
     """A readable multi-line description: the machine, its peaks and the memory-level table."""
     out = []
@@ -56,9 +70,9 @@ def format(hw: Hardware) -> str:  # noqa: A001 - the documented API name (`polyt
                    f"{hw.fma_units_per_core} FMA unit{'s' if hw.fma_units_per_core > 1 else ''}/core")
         out.append(f"  clock        {hw.clock_ghz:.3g} GHz")
         peaks = []
-        for dt, value in (("fp32", hw.peak_gflops_fp32), ("fp64", hw.peak_gflops_fp64)):
-            derived = math.isclose(value, hw.computed_peak_gflops(dt), rel_tol=1e-9)
-            peaks.append(f"{dt} {_num(value)}" + (" (derived)" if derived else ""))
+        derived = derived_fields(hw)
+        for dt, name in (("fp32", "peak_gflops_fp32"), ("fp64", "peak_gflops_fp64")):
+            peaks.append(f"{dt} {_num(getattr(hw, name))}" + (" (derived)" if name in derived else ""))
         out.append(f"  peak GFLOP/s {', '.join(peaks)}")
         unit = "core"
     else:

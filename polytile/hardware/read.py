@@ -116,6 +116,20 @@ def load_once(name_or_path: Union[str, os.PathLike, Hardware]) -> Hardware:
     return _LOADED[name_or_path]
 
 
+def source_kind(name_or_path: Union[str, os.PathLike]) -> str:
+    """Where :func:`load` takes a descriptor named so from: ``"host"`` (detected), ``"file"`` or ``"preset"``.
+
+    >>> source_kind("host"), source_kind("x86-avx2"), source_kind("my.toml"), source_kind("dir/m")
+    ('host', 'preset', 'file', 'file')
+    """
+    if isinstance(name_or_path, os.PathLike):
+        return "file"
+    text = str(name_or_path).strip()
+    if text.lower().endswith((".toml", ".json")) or "/" in text or os.sep in text:
+        return "file"
+    return HOST if text.lower() == HOST else "preset"
+
+
 def load(name_or_path: Union[str, os.PathLike, Hardware]) -> Hardware:
     """A descriptor from a preset name, ``"host"`` or a ``.toml``/``.json`` file path.
 
@@ -129,10 +143,11 @@ def load(name_or_path: Union[str, os.PathLike, Hardware]) -> Hardware:
     if not isinstance(name_or_path, str):
         raise HardwareError(f"expected a preset name or a file path, got {type(name_or_path).__name__}")
     text = name_or_path.strip()
-    if text.lower().endswith((".toml", ".json")) or "/" in text or os.sep in text:
+    kind = source_kind(text)
+    if kind == "file":
         return _read_file(Path(text).expanduser(), text)
     key = text.lower()
-    if key == HOST:
+    if kind == HOST:
         return detect_host()
     path = PRESET_DIR / f"{key}.toml"
     if not path.is_file():
