@@ -90,8 +90,13 @@ def optimised():
     def get(kernel: str):
         if kernel not in cache:
             case = CASES[kernel]
-            cache[kernel] = optimize_regions(KERNELS / kernel, assume_no_alias=case.get("assume_no_alias", False),
-                                             cache=True)
+            alias = case.get("assume_no_alias", False)
+            got = optimize_regions(KERNELS / kernel, assume_no_alias=alias, cache=True)
+            if any(r.text is not None and r.schedule is None for r in got[1]):
+                # Served from the cache (another test optimised it first): text and notes only, and
+                # these tests read the schedules too.
+                got = optimize_regions(KERNELS / kernel, assume_no_alias=alias, cache=False)
+            cache[kernel] = got
         return cache[kernel]
 
     return get

@@ -13,6 +13,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from .. import compare as compare_mod
+from .. import targets as targets_mod
 # `run --check` and `compare` judge outputs with the same rules and count flops
 # the same way; they live in polytile.compare (light to import: numpy only).
 from ..compare import COUNT_SCAN_LIMIT, RTOL, Check, check_output, format_table
@@ -318,7 +319,7 @@ def _run_document(args, r: RunResult) -> dict:
         "run",
         file=str(target.path),
         kernel=spec.source.entry,
-        target=getattr(args, "target", "openmp"),
+        target=getattr(args, "target", None) or targets_mod.default_name(),
         dims=dict(spec.bound.dims),
         dims_source=_DIMS_SOURCE.get(target.dims_source),
         inputs=[{"name": n, "shape": list(s), "dtype": dt}
