@@ -54,3 +54,28 @@ def test_tuned_choice_is_checked_and_measured():
     assert set(rows) == {"original", "opt", "fusion-none", "fusion-max", "no-tile"}
     assert all(r.check == "ok" for r in rows.values())  # every variant bitwise the original's
     assert best.name == "original" or rows[best.name].median < rows["original"].median
+
+
+@needs_cc
+def test_opt_tune_cli(tmp_path, capsys):
+    from polytile.cli import main
+
+    out = tmp_path / "gemver.opt.c"
+    rc = main(["opt", str(KERNELS / "gemver.c"), "--tune", "--tune-dims", "n=40", "--tune-repeat", "2", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 0 and out.is_file()
+    assert "fusion-none" in err and "--tune chose" in err
+    chosen = err.split("--tune chose ")[1].split()[0]
+    text = out.read_bytes()
+    if chosen == "original":
+        assert text == (KERNELS / "gemver.c").read_bytes()
+    else:
+        assert b"polytile opt:" in text
+
+
+def test_opt_tune_needs_its_sizes(capsys):
+    from polytile.cli import main
+
+    rc = main(["opt", str(KERNELS / "gemver.c"), "--tune"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "--tune-dims n=<int>" in err and "Traceback" not in err

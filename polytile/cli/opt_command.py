@@ -27,6 +27,8 @@ examples:
   polytile opt heat.c -o heat.opt.c --param N=200 --param TSTEPS=50
   polytile opt mixed.c -o out.c --skip-nonaffine
   polytile opt tests/c_kernels/gemm.c --function kernel_gemm       # the whole body, no pragmas needed
+  polytile opt tests/c_kernels/2mm.c --tune -o 2mm.opt.c               # measure the variants, keep the fastest
+  polytile opt tests/c_kernels/gemver.c --tune --tune-dims n=2000 -o gemver.opt.c
   polytile schedule tests/c_kernels/jacobi-2d.c -o s.json && polytile opt tests/c_kernels/jacobi-2d.c --schedule s.json
 
 Every #pragma scop region is scheduled with isl's scheduler (or the original
@@ -61,6 +63,12 @@ Output: -o must not be the input (the #pragma scop regions would be lost);
 builds the input and the output, runs each function holding a region on the
 same random inputs (integer parameters 37 unless --verify-dims sets them) and
 fails (exit status 1) unless every array is bitwise identical.
+
+Measured choice: --tune builds the file as written and opt's variants, times
+each on the same random inputs (integer parameters from --tune-dims, macros as
+the file sets them unless --tune-dims names them), checks every variant
+against the original bitwise, and writes the fastest; the original stays
+unless a variant is more than 3% faster.  The table goes to stderr.
 """
 
 
@@ -97,6 +105,14 @@ def add_parser(subs, formatter, common) -> None:
                         "files are built with -ffp-contract=off)")
     p.add_argument("--function", metavar="NAME",
                    help="optimise the whole body of function NAME as one region (no #pragma scop needed)")
+    p.add_argument("--tune", action="store_true",
+                   help="measure instead of trusting the model: build the file as written and opt's variants "
+                        "(default, --fusion none, --fusion max, --no-tile), run each on the same random inputs "
+                        "at --tune-dims, and write the fastest whose results are bitwise the original's; the file "
+                        "stays as written unless a variant is more than 3%% faster")
+    p.add_argument("--tune-dims", action="append", type=arg_type(parse_dims, "dims"), metavar="n=2000,m=1800",
+                   help="sizes --tune times at: integer parameters (required) and macros (default: the file's)")
+    p.add_argument("--tune-repeat", type=int, default=5, metavar="N", help="timed calls per variant for --tune")
     p.add_argument("--in-place", action="store_true",
                    help="rewrite FILE.c itself, keeping the original as FILE.c.orig (-o FILE.c is refused without it)")
     p.add_argument("--verify", action="store_true",
@@ -170,11 +186,15 @@ def cmd_opt(args) -> int:
 
     out_path = _opt_output(args)  # before minutes of scheduling, not after
     params = dict(pair for group in args.param or () for pair in group) or None
-    out, results = c_runner.optimise(
-        args.file, function=args.function, tile=args.tile, parallel=args.parallel, fusion=args.fusion, hardware=args.hardware,
-        params=params, schedule=args.schedule, skip_nonaffine=args.skip_nonaffine,
-        assume_no_alias=args.assume_no_alias, reassociate=args.reassociate, pure=_pure(args),
-        cpp_args=_cpp_args(args), cache=True)
+    options = dict(tile=args.tile, parallel=args.parallel, fusion=args.fusion, hardware=args.hardware, params=params,
+                   schedule=args.schedule, skip_nonaffine=args.skip_nonaffine, assume_no_alias=args.assume_no_alias,
+                   reassociate=args.reassociate, pure=_pure(args), cpp_args=_cpp_args(args), cache=True)
+    if args.tune:
+        options = _tuned_options(args, options, c_runner)
+    if options is None:  # --tune: no variant measurably faster than the file as written
+        out, results = Path(args.file).read_bytes(), []
+    else:
+        out, results = c_runner.optimise(args.file, function=args.function, **options)
     for r in results:
         where = f"{args.file}:{r.cscop.lines[0]}-{r.cscop.lines[1]} ({r.cscop.function})"
         if r.text is None:
@@ -212,6 +232,31 @@ def cmd_opt(args) -> int:
     if getattr(args, "json", False):
         json_output.emit(_opt_document(args, out, results, out_path, verified, params))
     return 0
+
+
+def _tuned_options(args, options: Dict, c_runner) -> Optional[Dict]:
+    """``opt --tune``: build and time the file as written and opt's variants (default, fusion none and
+    max, untiled) on random inputs at ``--tune-dims``; the options of the fastest that computes the
+    original's bits (within the tolerance with --reassociate), or None when the original stays."""
+    if args.schedule is not None:
+        raise UsageError("--tune measures opt's own variants; it does not combine with --schedule")
+    sizes: Dict[str, int] = {}
+    for d in args.tune_dims or ():
+        sizes.update(d)
+    try:
+        call = c_runner.prepare(args.file, sizes=sizes, function=args.function, whole_function=args.function is not None,
+                                assume_no_alias=args.assume_no_alias, pure=_pure(args), cpp_args=_cpp_args(args))
+    except PolytileError as exc:
+        # prepare() speaks of --dims (compare's sizes); here the sizes to time at are --tune-dims.
+        raise type(exc)(str(exc).replace("pass --dims ", "pass --tune-dims ")) from None
+    base = {k: options[k] for k in ("tile", "parallel", "fusion", "params", "reassociate")}
+    best, res = c_runner.tune_variants(call, c_runner.tuning_variants(base), repeat=args.tune_repeat, warmup=1,
+                                       hardware=args.hardware, assume_no_alias=args.assume_no_alias,
+                                       whole_function=args.function is not None,
+                                       progress=_note if getattr(args, "verbose", 0) else None)
+    _note(res.table())
+    _note(f"{args.file}: --tune chose {best.name} ({best.origin})")
+    return None if best.options is None else {**options, **best.options}
 
 
 def _region_status(r) -> str:
