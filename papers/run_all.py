@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PAPERS = sorted(p.name for p in HERE.iterdir() if (p / "run.py").is_file())
 sys.path.insert(0, str(HERE))
-import _common as C  # noqa: E402
+import paperlib as C  # noqa: E402
 
 
 def paper_module(name: str):

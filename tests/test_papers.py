@@ -21,7 +21,7 @@ PAPERS = sorted(p.name for p in PAPERS_DIR.iterdir() if (p / "run.py").is_file()
 PNG = b"\x89PNG\r\n\x1a\n"
 
 sys.path.insert(0, str(PAPERS_DIR))
-import _common  # noqa: E402
+import paperlib  # noqa: E402
 
 
 def _module(name: str):
@@ -44,7 +44,7 @@ def test_at_least_four_reproductions_listed_with_their_committed_headlines():
     spec = importlib.util.spec_from_file_location("papers_run_all", PAPERS_DIR / "run_all.py")
     run_all = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_all)
-    block = _common.readme_block(PAPERS_DIR / "README.md")
+    block = paperlib.readme_block(PAPERS_DIR / "README.md")
     assert block == run_all.index(), "papers/README.md's table is stale: python papers/run_all.py --index"
     for name in PAPERS:
         assert f"({name}/)" in block
@@ -72,7 +72,7 @@ def test_quick_run_of_every_paper(tmp_path):
 def test_readme_quotes_the_committed_results(name):
     folder = PAPERS_DIR / name
     readme = folder / "README.md"
-    block = _common.readme_block(readme)
+    block = paperlib.readme_block(readme)
     assert block is not None, f"{readme} has no generated results block"
     committed = folder / "results.json"
     assert committed.is_file(), f"{name}: no committed results.json (run python papers/{name}/run.py)"

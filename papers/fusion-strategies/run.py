@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import _common as C  # noqa: E402
+import paperlib as C  # noqa: E402
 
 import polytile  # noqa: E402
 from polytile import c_runner  # noqa: E402

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import _common as C  # noqa: E402
+import paperlib as C  # noqa: E402
 
 import numpy as np  # noqa: E402
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import _common as C  # noqa: E402
+import paperlib as C  # noqa: E402
 
 from polytile import c_runner  # noqa: E402
 from polytile.deadline import with_deadline  # noqa: E402

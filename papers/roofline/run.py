@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import _common as C  # noqa: E402
+import paperlib as C  # noqa: E402
 
 from polytile import compare as cmp  # noqa: E402
 from polytile import cost, hardware, pipeline, probe  # noqa: E402
