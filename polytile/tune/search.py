@@ -297,8 +297,9 @@ class _Search:
             if self.ranking != here:
                 raise PolytileError(
                     f"the workers are another kind of machine than this one (hardware {self.ranking}, here {here}), "
-                    f"so --hardware host describes the wrong machine: tune for theirs with --hardware FILE "
-                    f"(a descriptor of a worker: `polytile hardware --save FILE` there)")
+                    f"so --hardware host describes the wrong machine: tune for theirs with --hardware FILE, "
+                    f"a descriptor of a worker's machine (written there by `python -c \"from polytile import "
+                    f"hardware as h; print(h.to_toml(h.load('host')))\" > FILE`)")
 
     def _steps_of(self, point) -> Tuple[List[Dict[str, Any]], Optional[str]]:
         try:
