@@ -222,10 +222,11 @@ class DaskExecutor(Executor):
         else:
             if not n_workers or n_workers < 1:
                 raise PolytileError(f"local workers: expected a positive number, got {n_workers!r}")
-            # Quiet: the cluster's own INFO lines would bury the tuner's output.
+            # Quiet: the cluster's own INFO lines would bury the tuner's output.  Its HTTP server on a
+            # free loopback port: the default 8787 may be another cluster's (a warning each time).
             self.cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
-                                                    resources={TIMER_RESOURCE: 1}, dashboard_address=None,
-                                                    silence_logs=logging.ERROR)
+                                                    host="127.0.0.1", resources={TIMER_RESOURCE: 1},
+                                                    dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR)
             self.client = distributed.Client(self.cluster)
             mode = "local"
             if threads_per_kernel is None:
