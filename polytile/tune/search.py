@@ -318,12 +318,12 @@ class _Search:
                      res.get("ok"), res.get("error"), source, int(res.get("runs") or 0),
                      worker.get("worker") if isinstance(worker, Mapping) else worker, res.get("kind"))
 
-    def _record(self, t: Trial, reused: bool = False) -> None:
+    def _record(self, t: Trial, reused: bool = False, resumed: bool = False) -> None:
         """A trial has arrived: keep it (partial document), log it, move the bar."""
         stats.trials += 1
         self.arrived.append(t)
         self._write_partial()
-        if t.worker:
+        if t.worker and not resumed:  # throughput of this run's workers, not of an earlier run's
             self.per_worker[t.worker] = self.per_worker.get(t.worker, 0) + 1
         debug_log(1, "tune", f"trial {t.index} [{t.source}] {' | '.join(_config_text(c) for c in t.configs)}: "
                   + (f"{_ms(t.median_s)}" + (" (same schedule as before)" if reused else "") if t.measured
@@ -356,7 +356,7 @@ class _Search:
                 elif old is not None:  # measured by an interrupted run with these settings
                     slots[i] = dataclasses.replace(old, index=first + i, source=source)
                     self.resumed += 1
-                    self._record(slots[i])
+                    self._record(slots[i], resumed=True)
                 else:
                     pending[self.ex.submit(remote.measure_trial, self.job, steps)] = i
                     steps_of[i] = steps
