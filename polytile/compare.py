@@ -663,7 +663,7 @@ def _shapes_and_dtypes(program, shapes, dtypes) -> Tuple[Tuple[Tuple[int, ...], 
 def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, warmup: int = 2,
             inputs: str = "int", seed: int = 0, positive: bool = False, arrays: Optional[Sequence] = None,
             check: bool = True, progress: Optional[Callable[[str], None]] = None,
-            extra_provenance: Optional[Mapping[str, Any]] = None) -> CompareResult:
+            extra_provenance: Optional[Mapping[str, Any]] = None, executor=None) -> CompareResult:
     """Check, run and time each candidate schedule of ``program`` for one input signature.
 
     ``program`` is Tile text, a path or a Program; ``shapes`` the input
@@ -675,10 +675,16 @@ def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, 
     default schedule alone.  Inputs are random (``inputs="int"``: integers in
     [-4, 4], exact in every dtype; ``"normal"``) unless ``arrays`` gives them.
     ``progress`` receives a line before each candidate's slow parts.
+    ``executor`` (:mod:`polytile.executor`: None for this process,
+    ``"local:N"``, a scheduler address or an Executor) builds, checks and times
+    the legal candidates, several at once on several workers; a candidate
+    timed on another kind of machine than the baseline gets no speedup.
     """
     from . import kernel as kernel_mod
     from . import pipeline
     from . import interpreter as reference_mod
+    from .compare_task import measure_shared
+    from .executor import as_executor
     from .scheduling import contracted_bytes, traffic_saved
 
     if repeat < 1 or warmup < 0:
@@ -706,11 +712,13 @@ def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, 
         ref = reference_mod.run(prog, *arrays)
         refs = ref if isinstance(ref, tuple) else (ref,)
 
+    # 1. Here: each candidate's steps, replayed and checked for legality (an illegal one is a row, not a kernel).
     rows: List[Row] = []
+    legal: List[Row] = []
     for cand in cands:
         row = Row(cand.name, cand.origin, flops=flops)
         rows.append(row)
-        say(f"{cand.name}: scheduling and compiling")
+        say(f"{cand.name}: scheduling")
         try:
             if cand.spec is None:
                 steps = base_spec.schedule.steps
@@ -724,48 +732,58 @@ def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, 
                 steps = recipe(cand.spec)
             row.steps = [s.to_json() for s in steps]
             kernel = kernel_mod.compile(prog, schedule=steps)
-            # Replay (every step checked) happens before the C compiler runs, so an
-            # illegal schedule never costs a compile.
             spec = kernel.specialize_shapes(in_shapes, dts, build=False)
             spec.schedule.check(f"schedule {cand.name!r}")  # the marks too, whatever made them
             row.legal = True
             row.schedule = spec.schedule.describe()
             row.contracted_bytes = dict(contracted_bytes(spec.schedule))
             row.traffic_saved = int(traffic_saved(spec.schedule))
-            spec = kernel.specialize_shapes(in_shapes, dts, build=True)
         except IllegalSchedule as exc:
             row.check, row.reason = "illegal", _reason(exc)
             continue
         except PolytileError as exc:
-            # A step that does not apply (unknown loop, bad size) or a failed build:
-            # reported in its row so the other candidates still get measured.
+            # A step that does not apply (unknown loop, bad size): reported in its row.
             row.check, row.reason = "error", _reason(exc)
             continue
+        legal.append(row)
 
-        def call(spec=spec):
-            out = pipeline.run_specialization(spec, arrays)
-            return out if isinstance(out, tuple) else (out,)
+    # 2. On the executor: build, check against the oracle and time each legal candidate.
+    ex, owned = as_executor(executor)
+    where: Dict[str, Dict[str, Any]] = {}
+    try:
+        shared = ex.share((list(arrays), refs))
+        futures: Dict[Any, Row] = {}
 
-        outs = call()
-        if refs is not None:
-            names = spec.bound.program.outputs
-            checks = [check_output(n, g, w) for n, g, w in zip(names, outs, refs)]
-            row.max_abs_err = max((c.err for c in checks), default=0.0)
-            bad = [c for c in checks if not c.ok]
-            row.check = "ok" if not bad else "MISMATCH"
-            if bad:
-                row.reason = "; ".join(f"{c.name}: {c.detail or f'max_abs_err {c.err:.3g} > {c.tol_text}'}"
-                                       for c in bad)
-        else:
-            row.check = "unchecked"
-        say(f"{cand.name}: timing ({warmup} warm-up, {repeat} timed)")
-        row.times = time_calls(call, repeat, warmup)
+        def fill(fut, row: Row) -> None:
+            got = fut.result()
+            row.check, row.reason, row.max_abs_err, row.times = got["check"], got["reason"], got["max_abs_err"], \
+                list(got["times"])
+            where[row.name] = {"worker": got["worker"], "kind": got["kind"]}
+
+        for row in legal:
+            say(f"{row.name}: compiling, checking and timing ({warmup} warm-up, {repeat} timed)")
+            fut = ex.submit(measure_shared, prog, in_shapes, dts, row.steps, shared, repeat, warmup)
+            if ex.workers == 1:
+                fill(fut, row)  # one at a time, as the lines above say
+            else:
+                futures[fut] = row
+        for fut in ex.as_completed(list(futures)):
+            fill(fut, futures[fut])
+        described = ex.describe()
+    finally:
+        if owned:
+            ex.close()
 
     baseline = next((r for r in rows if r.times), None)
+    kind = where[baseline.name]["kind"] if baseline is not None else None
     if baseline is not None:
         for r in rows:
-            if r.times:
+            if r.times and where[r.name]["kind"] == kind:
                 r.speedup = baseline.median / r.median
+            elif r.times:  # never ranked against a baseline timed on another kind of machine
+                r.reason = (r.reason + "; " if r.reason else "") + \
+                    f"timed on another kind of machine ({where[r.name]['kind']}) than {baseline.name} ({kind})"
+    extra = {} if described["executor"] == "in-process" else {"executor": described, "measured_on": where}
     prov = provenance(
         program=str(prog),
         dims=dict(base_spec.bound.dims),
@@ -778,6 +796,8 @@ def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, 
         flops=flops,
         flops_rule="2 x iteration points of every contraction",
         baseline=baseline.name if baseline is not None else None,
+        **extra,
         **dict(extra_provenance or {}),
     )
     return CompareResult(rows, prov)
+

@@ -41,6 +41,8 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # The parts of isl union objects as lists (no Python callback inside isl; islpy only).
     ("isl_parts", ("polytile.isl_parts",), ()),
     ("hardware", ("polytile.hardware",), ("errors", "names")),
+    # Where measurements run: this process, or Dask workers (dask imported only when asked for).
+    ("executor", ("polytile.executor",), ("errors", "hardware")),
     ("ir", ("polytile.ir",), ("errors", "config", "names")),
     ("frontends", ("polytile.frontends",), ("ir", "errors", "names")),
     # Normal form of a program: dimension statements, size inputs, hoisted builtins.
@@ -87,21 +89,21 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("kernel", ("polytile.kernel",), ("config", "desugar", "errors", "interpreter", "ir", "options", "pipeline",
                                       "program", "runtime", "specialization", "targets", "version")),
     # Measuring schedules side by side (Tile through the pipeline; C through c_runner, below).
-    ("compare", ("polytile.compare",), ("config", "errors", "hardware", "interpreter", "kernel", "pipeline", "runtime",
-                                        "schedule", "version")),
+    ("compare", ("polytile.compare", "polytile.compare_task"), ("config", "errors", "executor", "hardware", "interpreter", "kernel",
+                                        "pipeline", "runtime", "schedule", "version")),
     # Building C files and calling them on opt variants.
     ("c_runner", ("polytile.c_runner",), ("cfrontend", "errors", "compare", "c_optimiser", "runtime")),
     # What a command runs on: sizes, types and schedule files from the command line (read by
     # scheduling.saved's reader); argparse types.
     ("command_inputs", ("polytile.cli.inputs", "polytile.cli.argtypes"),
      ("errors", "memory", "schedule", "compare", "kernel", "pipeline", "plots")),
-    ("tune", ("polytile.tune",), ("config", "cost", "errors", "hardware", "interpreter", "command_inputs",
+    ("tune", ("polytile.tune",), ("config", "cost", "errors", "executor", "hardware", "interpreter", "command_inputs",
                                   "compare", "kernel", "pipeline", "plots", "runtime", "schedule", "version")),
     # The commands (ir: `show --json` lists a program's statements as Tile text).
     ("cli", ("polytile.cli",), ("examples", "cfrontend", "config", "cost", "deps", "errors", "hardware",
                                 "interpreter", "ir", "isl_parts", "memory", "plots",
-                                "command_inputs", "compare", "c_runner", "pipeline", "tune", "runtime", "schedule",
-                                "targets", "version")),
+                                "command_inputs", "compare", "c_runner", "executor", "pipeline", "tune", "runtime",
+                                "schedule", "targets", "version")),
 ]
 
 #: The package face (lazy API names) and ``python -m polytile``: they may import anything.

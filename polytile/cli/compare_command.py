@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .. import compare as compare_mod
+from .. import executor as executor_mod
 from ..errors import PolytileError
 from .argtypes import arg_type, figure_path
 from .c_files import (
@@ -29,6 +30,7 @@ examples:
   polytile compare examples/matmul.tile --dims M=256,N=256,K=256 --tile 16,32,64
   polytile compare examples/matmul_bias_relu.tile --fusion none,smart,max -o fusion.csv
   polytile compare examples/matmul.tile --schedules ikj.json tiled.json --repeat 20 -o mm.json
+  polytile compare examples/matmul.tile --dims M=1024,N=1024,K=1024 --tile 16,32,64,128 --workers local:2
 
 Candidates, in this order: "default" (what compile does), each --schedules
 file (named after it), "isl-<choice>" for each --fusion choice (isl's
@@ -49,6 +51,12 @@ from its fastest to its slowest call, its speedup above it.
 Exit status 1 if any candidate fails to build or mismatches the reference.
 
   polytile compare examples/matmul.tile --dims M=256,N=256,K=256 --tile 32,64 --plot mm.png
+
+--workers local:N (N worker processes here) or --scheduler tcp://HOST:PORT (a
+running Dask cluster) build, check and time the candidates several at once,
+each on one worker; the table is the same, and -o records which worker and
+kind of machine timed each.  A candidate timed on another kind of machine
+than the baseline gets no speedup.  Needs pip install -e '.[distributed]'.
 
 C files: the function holding the regions is called through ctypes, built
 from the file as written ("original", the baseline) and from `polytile opt`
@@ -95,6 +103,7 @@ def add_parser(subs, formatter, common) -> None:
                    help="draw the results: median time per candidate with min-max whiskers and speedups "
                         "(C files with several functions: one figure per function, FIG.<function>.png)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    executor_mod.add_arguments(p)
     g = p.add_argument_group("C files")
     g.add_argument("--no-tile", action="store_true", help="also the variant `polytile opt --no-tile`")
     g.add_argument("--no-parallel", action="store_true", help="also the variant `polytile opt --no-parallel`")
@@ -153,6 +162,9 @@ def _compare_c(args, out: Optional[Path]) -> int:
     from .. import c_runner
 
     _reject_tile_options(args, "compare", ("tile", "dtype", "dtypes", "inputs"))
+    if getattr(args, "workers", None) or getattr(args, "scheduler", None):
+        raise UsageError("--workers and --scheduler apply to Tile programs only (a C file's builds are compared "
+                         "in this process)")
     flags = tuple(shlex.split(args.cflags)) if args.cflags else c_runner.DEFAULT_FLAGS
     shapes: Dict[str, Tuple[int, ...]] = {}
     for sh in args.shape or ():
@@ -260,10 +272,11 @@ def cmd_compare(args) -> int:
         if not args.quiet:
             _note(text)
 
-    result = compare_mod.compare(target.program, target.shapes, target.dtypes, cands, repeat=args.repeat,
-                                 warmup=args.warmup, inputs=args.inputs, seed=args.seed,
-                                 positive=target.hints.positive, progress=progress,
-                                 extra_provenance={"file": str(target.path)})
+    with executor_mod.from_args(args) as ex:
+        result = compare_mod.compare(target.program, target.shapes, target.dtypes, cands, repeat=args.repeat,
+                                     warmup=args.warmup, inputs=args.inputs, seed=args.seed,
+                                     positive=target.hints.positive, progress=progress,
+                                     extra_provenance={"file": str(target.path)}, executor=ex)
     prov = result.provenance
     machine, cc = prov["machine"], prov["compiler"]
     dims = ", ".join(f"{k}={v}" for k, v in prov["dims"].items()) or "none"
@@ -275,6 +288,10 @@ def cmd_compare(args) -> int:
     flops = prov.get("flops")
     print(f"timing   {args.repeat} timed call(s) after {args.warmup} warm-up per candidate; inputs {prov['inputs']}"
           + (f"; {flops} flops per call" if flops else ""))
+    if prov.get("executor"):
+        ex_info = prov["executor"]
+        print(f"workers  {ex_info['workers']} Dask worker(s) at {ex_info['address']}, one candidate at a time each"
+              + "".join(f"; note: {n}" for n in ex_info.get("notes", ())))
     print()
     print(result.table())
     if out is not None:

@@ -29,6 +29,7 @@ from .element_types import dtype_bytes
 # load_once, parse_cpuinfo and the host defaults are outside __all__ but read as
 # hardware.<name> by the compiler, the tuner, compare and the tests.
 from .host import DEFAULT_CLOCK_GHZ, DEFAULT_DRAM_BYTES, detect_host, parse_cpuinfo
+from .machine_kind import fingerprint, host_fingerprint, kind
 from .read import PRESET_DIR, from_dict, load, load_once, presets, source_kind
 from .write import to_dict, to_json, to_toml
 
@@ -36,5 +37,5 @@ __all__ = [
     "HardwareError", "MemoryLevel", "CPUDescriptor", "GPUDescriptor", "Hardware",
     "load", "from_dict", "presets", "source_kind", "detect_host", "format", "derived_fields", "to_dict", "to_toml",
     "to_json",
-    "dtype_bytes", "PRESET_DIR",
+    "dtype_bytes", "PRESET_DIR", "kind", "fingerprint", "host_fingerprint",
 ]

@@ -6,6 +6,7 @@ import re
 import sys
 from pathlib import Path
 
+from .. import executor as executor_mod
 from ..cli.argtypes import arg_type, nonnegative_int, positive_int
 from .. import plots
 from ..errors import PolytileError
@@ -39,6 +40,8 @@ TUNE_EPILOG = """\
 examples:
   polytile tune examples/matmul.tile --dims M=1024,N=1024,K=1024 --budget 60s -o best.json
   polytile tune examples/conv2d.tile --budget 2m --trials 100 --hardware x86-avx512
+  polytile tune examples/matmul.tile --dims M=1024,N=1024,K=1024 --trials 48 --workers local:2
+  polytile tune examples/matmul.tile --dims M=1024,N=1024,K=1024 --scheduler tcp://127.0.0.1:8786
 
   polytile tune examples/matmul.tile --dims M=512,N=512,K=512 --budget 30s --plot tune.png
 
@@ -46,7 +49,15 @@ The search measures the cost model's top-k blocked schedules of every
 contraction, then anneals from the fastest; every schedule is checked against
 the reference interpreter before it is timed.  Results are cached (per
 program, sizes, dtypes, hardware, compiler and search settings) under
-<cache dir>/tune/; --no-cache measures again.
+<cache dir>/tune/; --no-cache measures again.  Every trial is written to the
+cache as it arrives: after Ctrl-C or a crash the same command resumes, and
+measures none of the finished trials again.
+
+--workers local:N measures N schedules at a time on N worker processes of
+this machine (each kernel gets its share of the cores); --scheduler uses a
+running Dask cluster (README: "Scaling out with Dask").  Both need the
+optional extra: pip install -e '.[distributed]'.  Trials timed on another
+kind of machine than the baseline are shown but never ranked.
 
 --plot draws the run (PNG, SVG or PDF by the suffix; needs matplotlib:
 pip install -e '.[plots]'): the best time so far against trials and against
@@ -81,6 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--no-cache", dest="no_cache", action="store_true",
                    help="ignore and do not write the cached result for these settings")
     g.add_argument("--no-progress", dest="no_progress", action="store_true", help="no progress bar")
+    g.add_argument("--batch", type=positive_int, default=None, metavar="N",
+                   help="schedules proposed and measured per search step (default: one per worker)")
+    executor_mod.add_arguments(parser)
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="BEST.json",
                      help="save the best schedule (replayable: compile(..., schedule=BEST.json))")
@@ -94,8 +108,9 @@ def main_tune(args) -> int:
     """Run ``polytile tune`` for parsed ``args``; print the trial table and the best schedule.
 
     Ctrl-C during the search saves the best schedule so far (to -o, else next
-    to the cached results) and the partial result (to --json), says where, and
-    exits 130.
+    to the cached results) and the partial result (to --json), says where
+    (and where the cache keeps the trials for the next run), and exits 130.
+    ``--workers``/``--scheduler`` pick the executor (:mod:`polytile.executor`).
     """
     from ..cli.inputs import check_memory, resolve
 
@@ -106,13 +121,19 @@ def main_tune(args) -> int:
     check_memory(list(zip(names, target.shapes, target.dtypes)), "the inputs")  # before any allocation
     sizes = ", ".join(f"{k}={v}" for k, v in target.dims.items()) or \
         ", ".join(f"{n}={'x'.join(map(str, s))}" for n, s in zip(names, target.shapes))
+    ex = executor_mod.from_args(args)  # before the banner: a cluster that cannot be reached is said first
+    where = ex.describe()
     print(f"polytile: tuning {target.path} ({sizes}) on {args.hardware}, budget {args.budget:g} s, "
-          f"at most {args.trials} trials", file=sys.stderr)
+          f"at most {args.trials} trials"
+          + ("" if where["executor"] == "in-process" else
+             f", on {where['workers']} Dask worker(s) at {where['address']}"), file=sys.stderr)
     try:
-        result = tune(target.program, shapes=dict(zip(names, target.shapes)), dtypes=list(target.dtypes),
-                      hardware=args.hardware, budget_s=args.budget, max_trials=args.trials, top_k=args.top_k,
-                      seed=args.seed, repeat=args.repeat, warmup=args.warmup,
-                      progress=not getattr(args, "no_progress", False), cache=not args.no_cache)
+        with ex:
+            result = tune(target.program, shapes=dict(zip(names, target.shapes)), dtypes=list(target.dtypes),
+                          hardware=args.hardware, budget_s=args.budget, max_trials=args.trials, top_k=args.top_k,
+                          seed=args.seed, repeat=args.repeat, warmup=args.warmup,
+                          progress=not getattr(args, "no_progress", False), cache=not args.no_cache,
+                          executor=ex, batch=getattr(args, "batch", None))
     except TuneInterrupted as stopped:
         return _save_interrupted(args, target, stopped.result)
     print(result.table())
@@ -173,5 +194,9 @@ def _save_interrupted(args, target, result: TuneResult) -> int:
         _write_result(result, Path(args.json_out))
         print(f"polytile: saved the partial result (every trial so far) to {args.json_out}", file=sys.stderr)
     _plot(args, target, result)
+    partial = result.info.get("partial_cache")
+    if partial:
+        print(f"polytile: the {len(result.trials)} trials are kept in {partial}; the same command resumes "
+              f"from them", file=sys.stderr)
     return 130
 

@@ -31,8 +31,12 @@ class Trial:
 
     ``ok`` is the oracle check (None when checking was off or the kernel never
     ran); ``error`` says why a failed trial failed; ``runs`` is the number of
-    timed calls behind ``median_s``/``min_s``; ``at_s`` the seconds from the
-    start of the search to the end of the trial (None in results of format 2).
+    timed calls behind ``median_s``/``min_s``; ``worker`` names the process
+    that measured it (``"in-process"`` or a Dask worker's address) and
+    ``kind`` is the hardware fingerprint of its machine
+    (:func:`polytile.hardware.host_fingerprint`; None for a trial that never
+    reached a worker, or from an older cache); ``at_s`` the seconds from the
+    start of the search to the trial's arrival (None in results of format 2).
     """
 
     index: int
@@ -45,22 +49,29 @@ class Trial:
     error: Optional[str]
     source: str
     runs: int = 0
+    worker: Optional[str] = None
+    kind: Optional[str] = None
     at_s: Optional[float] = None
 
     @property
     def measured(self) -> bool:
         return self.median_s is not None and self.error is None
 
+    def ranked(self, kind: Optional[str]) -> bool:
+        """Measured, not wrong, and timed on a machine of ``kind`` (any, when ``kind`` is None): may be the best."""
+        return self.measured and self.ok is not False and (kind is None or self.kind in (None, kind))
+
     def to_json(self) -> Dict[str, Any]:
         return {"index": self.index, "configs": [c.to_json() for c in self.configs], "steps": list(self.steps),
                 "predicted_s": self.predicted_s, "median_s": self.median_s, "min_s": self.min_s,
-                "ok": self.ok, "error": self.error, "source": self.source, "runs": self.runs, "at_s": self.at_s}
+                "ok": self.ok, "error": self.error, "source": self.source, "runs": self.runs,
+                "worker": self.worker, "kind": self.kind, "at_s": self.at_s}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Trial":
         return cls(int(d["index"]), tuple(_config_from_json(c) for c in d["configs"]), list(d["steps"]),
                    d.get("predicted_s"), d.get("median_s"), d.get("min_s"), d.get("ok"), d.get("error"),
-                   str(d["source"]), int(d.get("runs", 0)), d.get("at_s"))
+                   str(d["source"]), int(d.get("runs", 0)), d.get("worker"), d.get("kind"), d.get("at_s"))
 
 
 def _ms(seconds: Optional[float]) -> str:
@@ -102,6 +113,11 @@ class TuneResult:
     best_trial: Optional[int] = None
     flops: Optional[int] = None
     info: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ranking_kind(self) -> Optional[str]:
+        """The hardware fingerprint whose trials were ranked (the baseline's machine); None in older results."""
+        return self.info.get("kinds", {}).get("ranking")
 
     @property
     def speedup(self) -> float:
@@ -156,6 +172,8 @@ class TuneResult:
         for t in self.trials:
             by_stmt = {c.stmt: _config_text(c).split(" ", 1)[1] for c in t.configs}
             check = "FAIL" if t.ok is False else ("ok" if t.ok else ("-" if t.error else "unchecked"))
+            if t.measured and t.ok is not False and not t.ranked(self.ranking_kind):
+                check += " (other kind)"
             g = self.gflops(t.median_s) if t.measured else None
             row = [str(t.index) + ("*" if t.index == self.best_trial else ""), t.source] \
                 + [by_stmt.get(s, "-") for s in stmts] \
@@ -169,9 +187,22 @@ class TuneResult:
         for t in self.trials:
             if t.error:
                 lines.append(f"  trial {t.index}: {t.error.splitlines()[0][:200]}")
+        other = [t for t in self.trials if t.measured and t.ok is not False and not t.ranked(self.ranking_kind)]
+        if other:
+            lines.append(f"  trials {', '.join(str(t.index) for t in other)}: timed on another kind of machine "
+                         f"than the baseline ({', '.join(sorted({str(t.kind) for t in other}))}, not "
+                         f"{self.ranking_kind}): kept, but not ranked with the others")
         ok = sum(1 for t in self.trials if t.measured and t.ok is not False)
+        ex = self.info.get("executor") or {}
+        where = "" if ex.get("executor", "in-process") == "in-process" else \
+            f" on {ex.get('workers')} Dask worker(s) ({ex.get('mode')}, {ex.get('address')})"
+        resumed = self.info.get("resumed_trials")
         lines.append(f"{len(self.trials)} trials ({ok} measured ok, {len(self.trials) - ok} failed), "
-                     f"tuning took {self.elapsed_s:.1f} s" + (" (result from the cache)" if self.from_cache else ""))
+                     f"tuning took {self.elapsed_s:.1f} s{where}"
+                     + (f", {resumed} trials resumed from an earlier run" if resumed else "")
+                     + (" (result from the cache)" if self.from_cache else ""))
+        for note in ex.get("notes", ()):
+            lines.append(f"note: {note}")
         bg, tg = self.gflops(self.baseline_time_s), self.gflops(self.best_time_s)
         lines.append(f"baseline (compile's default schedule): {_ms(self.baseline_time_s)}"
                      + (f", {bg:.2f} GFLOP/s" if bg else ""))

@@ -2,13 +2,14 @@
 default schedule), and the key its results are cached under (namespace ``tune`` of :mod:`polytile.runtime.json_cache`)."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -18,9 +19,11 @@ from .. import hardware as hardware_mod
 from ..autotile import TileConfig
 from ..config import debug_log, get_config
 from ..errors import PolytileError
+from ..executor import Executor, WorkerLost, as_executor, local_workers
 from ..runtime.json_cache import json_get, json_path, json_put
 from ..scheduling import Step
-from .bench import _Bench, _error_text, _Outcome, stats
+from . import remote
+from .bench import _error_text, stats
 from .result import FORMAT_VERSION, Trial, TuneResult, _config_text, _ms
 from .space import MOVES, _predictor, _ranked_tuples, _Space
 
@@ -32,6 +35,8 @@ T_START, T_END = 0.10, 0.005
 MAX_PROPOSALS = 60
 #: The namespace of tuning results in the cache directory.
 CACHE_NAMESPACE = "tune"
+#: The key of a run's partial document (its trials as they arrive) is the result's key with this suffix.
+PARTIAL_SUFFIX = "-partial"
 
 
 # ---------------------------------------------------------------------------
@@ -75,7 +80,11 @@ def cache_path(key: str) -> Path:
 
 
 class TuneInterrupted(KeyboardInterrupt):
-    """Ctrl-C during the search: ``result`` holds the best schedule measured so far (never cached).
+    """Ctrl-C during the search: ``result`` holds the best schedule measured so far.
+
+    It is not cached as the answer; with the cache on, its trials are in the
+    partial document (``result.info["partial_cache"]``) that the next run with
+    the same settings resumes from.
 
     A KeyboardInterrupt, so callers that do not know about it still stop.
     """
@@ -109,24 +118,65 @@ def _progress_enabled(progress) -> bool:
         return False
 
 
+def _known_batch(executor, batch: Optional[int]) -> Optional[int]:
+    """The batch size without starting or reaching any worker, when that can be told (None: connect first)."""
+    if batch is not None:
+        return int(batch)
+    if executor is None:
+        return 1
+    if isinstance(executor, Executor):
+        return executor.workers
+    if isinstance(executor, str) and executor.strip().lower().startswith("local:"):
+        return local_workers(executor)
+    return None
+
+
+def partial_path(key: str) -> Path:
+    """Where the trials of an unfinished run with ``key`` are kept as they arrive (see :func:`tune`)."""
+    return json_path(CACHE_NAMESPACE, key + PARTIAL_SUFFIX)
+
+
+def _point_key(point: Tuple[TileConfig, ...]) -> str:
+    return json.dumps([c.to_json() for c in point], sort_keys=True)
+
+
 def tune(source, dims=None, *, shapes=None, dtypes=None, hardware: Any = "host", budget_s: float = 60.0,
          max_trials: int = 200, top_k: int = 8, seed: int = 0, repeat: int = 5, warmup: int = 1,
-         progress: Union[bool, str] = True, cache: bool = True, check: bool = True) -> TuneResult:
+         progress: Union[bool, str] = True, cache: bool = True, check: bool = True,
+         executor: Union[None, str, Executor] = None, batch: Optional[int] = None,
+         fake_timer: Optional[int] = None) -> TuneResult:
     """Find the fastest blocked schedule of ``source`` at the given sizes by measuring (see the module doc).
 
     ``dims``/``shapes``/``dtypes`` are as for :func:`polytile.schedule`.
     ``hardware`` is a preset name, a descriptor file or a descriptor (the
-    candidates' cache fits and the cost model use it; kernels run on this
-    machine).  The search stops after ``budget_s`` seconds of searching (the
-    oracle and the baseline are measured first, outside the budget) or
-    ``max_trials`` trials.  ``progress``: a tqdm bar on stderr when it is a
-    terminal; ``"force"`` draws it anyway, False never.
+    candidates' cache fits and the cost model use it; kernels run where the
+    executor runs them).  The search stops after ``budget_s`` seconds of
+    searching (the oracle and the baseline are measured first, outside the
+    budget) or ``max_trials`` trials.  ``progress``: a tqdm bar on stderr
+    when it is a terminal; ``"force"`` draws it anyway, False never.
+
+    ``executor`` says where each trial is compiled, checked and timed
+    (:mod:`polytile.executor`): None for this process, ``"local:N"`` for N
+    local Dask workers, a scheduler address, or an :class:`Executor`.  Each
+    step of the search proposes ``batch`` schedules (default: one per
+    worker) and measures them at once; which worker finishes first never
+    changes what is proposed next, so a seed gives the same search on any
+    executor with the same ``batch``.  Only trials timed on the baseline's
+    kind of machine are ranked (the others are kept and marked).
+    ``fake_timer`` (tests): a seed; schedules are still compiled and
+    checked, but "timed" by a hash of their steps (:func:`~.bench.fake_time`).
+
+    With ``cache``, each trial is written to the cache as it arrives, so an
+    interrupted run (Ctrl-C, a crash) loses nothing measured: the next run
+    with the same settings reuses those trials instead of measuring again.
+
+        >>> r = tune("examples/matmul.tile", "M=64,N=64,K=64", max_trials=4, executor="local:2")  # doctest: +SKIP
     """
     t_start = time.perf_counter()
     if budget_s is None or not budget_s > 0:
         raise PolytileError(f"the tuning budget must be positive, got {budget_s!r}")
-    if max_trials < 0 or top_k < 1 or repeat < 1 or warmup < 0:
-        raise PolytileError("tune needs max_trials >= 0, top_k >= 1, repeat >= 1 and warmup >= 0")
+    if max_trials < 0 or top_k < 1 or repeat < 1 or warmup < 0 or (batch is not None and batch < 1):
+        raise PolytileError("tune needs max_trials >= 0, top_k >= 1, repeat >= 1, warmup >= 0 and batch >= 1")
     program = pipeline.load_program(source)
     in_shapes = pipeline.shapes_from_dims(program, pipeline.parse_dims(dims), shapes)
     dts = _dtypes_for(program, dtypes, len(in_shapes))
@@ -135,214 +185,400 @@ def tune(source, dims=None, *, shapes=None, dtypes=None, hardware: Any = "host",
         raise PolytileError(f"tuning needs a CPU descriptor (kernels are OpenMP C run here); "
                             f"{hw.name!r} is a {hw.kind}")
     inputs = {n: {"shape": list(s), "dtype": d} for n, s, d in zip(program.input_names, in_shapes, dts)}
-    search = {"seed": int(seed), "max_trials": int(max_trials), "budget_s": int(round(budget_s)),
-              "top_k": int(top_k), "repeat": int(repeat), "check": bool(check)}
-    key = _cache_key(str(program), inputs, hw, search)
+    ex, owned = None, False
+    size = _known_batch(executor, batch)
+    try:
+        if size is None:  # a scheduler address: its workers say how many trials run at once
+            ex, owned = as_executor(executor)
+            size = ex.workers
+        search = {"seed": int(seed), "max_trials": int(max_trials), "budget_s": int(round(budget_s)),
+                  "top_k": int(top_k), "repeat": int(repeat), "check": bool(check)}
+        # Only when they differ from a plain run's, so the keys of in-process results stay as they were.
+        if size != 1:
+            search["batch"] = int(size)
+        if fake_timer is not None:
+            search["fake_timer"] = int(fake_timer)
+        key = _cache_key(str(program), inputs, hw, search)
 
-    if cache:
-        data = json_get(CACHE_NAMESPACE, key)  # checked: a damaged or foreign file reads as a miss
-        if data is not None:
-            try:
-                result = TuneResult.from_json(data, from_cache=True)
-            except (PolytileError, KeyError, TypeError, ValueError) as e:
-                debug_log(1, "tune", f"cached result {cache_path(key)} unusable ({_error_text(e)}); tuning again")
-            else:
-                stats.cache_hits += 1
-                debug_log(1, "tune", f"result from the cache: {cache_path(key)}")
-                return result
+        if cache:
+            data = json_get(CACHE_NAMESPACE, key)  # checked: a damaged or foreign file reads as a miss
+            if data is not None:
+                try:
+                    result = TuneResult.from_json(data, from_cache=True)
+                except (PolytileError, KeyError, TypeError, ValueError) as e:
+                    debug_log(1, "tune", f"cached result {cache_path(key)} unusable ({_error_text(e)}); tuning again")
+                else:
+                    stats.cache_hits += 1
+                    debug_log(1, "tune", f"result from the cache: {cache_path(key)}")
+                    return result
+        if ex is None:
+            ex, owned = as_executor(executor)
+        run = _Search(program, in_shapes, dts, hw, hardware, inputs, search, key, ex, size, t_start,
+                      budget_s=budget_s, max_trials=max_trials, top_k=top_k, seed=seed, repeat=repeat,
+                      warmup=warmup, check=check, cache=cache, progress=progress, fake_timer=fake_timer)
+        return run.run()
+    finally:
+        if owned and ex is not None:
+            ex.close()
 
-    predict, model_name = _predictor(hw)
-    shape_map = dict(zip(program.input_names, in_shapes))
-    # The search builds its candidates on the untiled default; the baseline is compile's default.
-    base = pipeline.schedule(program, shapes=shape_map, dtypes=list(dts), steps=DEFAULT_STEPS)
-    default = pipeline.schedule(program, shapes=shape_map, dtypes=list(dts), hardware=hw, min_parallel_work=None)
-    bench = _Bench(program, in_shapes, dts, repeat=repeat, warmup=warmup, check=check,
-                   cap_s=max(2.0, budget_s / 20))
 
-    baseline, _ = bench.measure(default.steps)
-    if baseline.error or baseline.median_s is None:
-        raise PolytileError(f"compile's default schedule does not work, nothing to tune against: {baseline.error}")
-    from ..compare import COUNT_SCAN_LIMIT, count_flops  # contraction points counted with isl
+class _Search:
+    """One tuning run after the cache missed: the baseline, the model's top k, then annealing, in batches."""
 
-    flops = count_flops(baseline.spec, COUNT_SCAN_LIMIT)
+    def __init__(self, program, in_shapes, dts, hw, hardware, inputs, search, key, ex: Executor, size: int,
+                 t_start: float, *, budget_s, max_trials, top_k, seed, repeat, warmup, check, cache, progress,
+                 fake_timer):
+        self.program, self.in_shapes, self.dts, self.hw = program, in_shapes, dts, hw
+        self.hardware, self.inputs, self.search, self.key = hardware, inputs, search, key
+        self.ex, self.size, self.t_start = ex, size, t_start
+        self.budget_s, self.max_trials, self.top_k, self.seed = budget_s, max_trials, top_k, seed
+        self.repeat, self.warmup, self.check, self.cache, self.progress = repeat, warmup, check, cache, progress
+        self.fake_timer = fake_timer
+        self.trials: List[Trial] = []
+        self.arrived: List[Trial] = []  # in the order they arrived: what the partial document holds
+        self.seen: set = set()
+        self.times: Dict[Tuple[TileConfig, ...], Optional[float]] = {}
+        self.per_worker: Dict[str, int] = {}
+        self.resume: Dict[str, Trial] = {}
+        self.resumed = 0
+        self.baseline: Dict[str, Any] = {}
+        self.ranking: Optional[str] = None
+        self.bar = None
 
-    search_start = time.perf_counter()
-    deadline = search_start + budget_s
-    rng = np.random.default_rng(seed)
-    stmts = autotile.contraction_statements(base)
-    spaces: List[_Space] = []
-    ranked: List[List[TileConfig]] = []
-    scores: List[List[float]] = []
-    preds: Dict[TileConfig, Optional[float]] = {}
-    for st in stmts:
-        cands = autotile.candidates(base, st, hw, full_blocks=False)
-        if not cands:
-            continue
-        space = _Space(base, st, hw, cands)
-        normal: List[TileConfig] = []
-        for c in cands:
-            c = space.normalize(c)
-            if c not in normal:
-                normal.append(c)
-        if predict is not None:
-            for c in normal:
-                preds[c] = predict(base, c)
-            # The model's order with autotile's tie-break, so the first trial is the
-            # configuration `polytile compile` would use (the untuned-by-measurement default).
-            normal = autotile.rank(base, normal, lambda c: preds[c] if preds[c] is not None else math.inf)
-            sc = [preds[c] if preds[c] is not None else math.inf for c in normal]
-        else:
-            sc = [float(k) for k in range(len(normal))]
-        spaces.append(space)
-        ranked.append(normal)
-        scores.append(sc)
-    setup_s = search_start - t_start
+    # -- the partial document: every trial as it arrives, so nothing measured is lost -------------
 
-    trials: List[Trial] = []
-    seen: set = set()
-    times: Dict[Tuple[TileConfig, ...], Optional[float]] = {}
-    show = _progress_enabled(progress)
-    bar = None
-    if show:
-        from tqdm import tqdm
-
-        bar = tqdm(total=max_trials, desc="tune", unit="trial", file=sys.stderr, dynamic_ncols=True, leave=True)
-
-    def best_so_far() -> Optional[float]:
-        ok = [t.median_s for t in trials if t.measured and t.ok is not False]
-        return min(ok) if ok else None
-
-    def predicted(point: Tuple[TileConfig, ...]) -> Optional[float]:
-        if predict is None:
-            return None
-        vals = [preds[c] if c in preds else preds.setdefault(c, predict(base, c)) for c in point]
-        return None if any(v is None for v in vals) else sum(vals)
-
-    def run_trial(point: Tuple[TileConfig, ...], source: str) -> Trial:
-        seen.add(point)
-        steps: List[Dict[str, Any]] = []
+    def _load_partial(self) -> None:
+        data = json_get(CACHE_NAMESPACE, self.key + PARTIAL_SUFFIX) if self.cache else None
+        if not data:
+            return
         try:
-            s = base
+            if data.get("polytile_tune_partial") != FORMAT_VERSION or data.get("key") != self.key:
+                raise ValueError("another format or key")
+            trials = [Trial.from_json(t) for t in data["trials"]]
+            baseline = dict(data["baseline"])
+        except (KeyError, TypeError, ValueError) as e:
+            debug_log(1, "tune", f"partial results {partial_path(self.key)} unusable ({_error_text(e)}); ignored")
+            return
+        self.baseline = baseline
+        self.resume = {_point_key(t.configs): t for t in trials}
+        debug_log(1, "tune", f"resuming from {partial_path(self.key)}: {len(trials)} trials measured before")
+
+    def _write_partial(self) -> None:
+        if not self.cache:
+            return
+        doc = {"polytile_tune_partial": FORMAT_VERSION, "key": self.key, "baseline": self.baseline,
+               "trials": [t.to_json() for t in self.arrived]}
+        try:
+            json_put(CACHE_NAMESPACE, self.key + PARTIAL_SUFFIX, doc)
+        except PolytileError as e:  # a full disk must not end the search; the final write will say so again
+            debug_log(1, "tune", f"cannot keep the partial results: {_error_text(e)}")
+
+    # -- measuring ------------------------------------------------------------------------------------
+
+    def _measure_baseline(self, job, default) -> None:
+        if not self.baseline:
+            steps = [s.to_json() for s in default.steps]
+            fut = self.ex.submit(remote.measure_trial, job, steps)
+            try:
+                res = fut.result()
+            except WorkerLost as e:
+                raise PolytileError(f"the baseline could not be measured: {e}") from None
+            self.baseline = {"steps": steps, "median_s": res["median_s"], "min_s": res["min_s"],
+                             "runs": res["runs"], "error": res["error"], "worker": res["worker"]["worker"],
+                             "kind": res["kind"], "oracle_s": res["oracle_s"]}
+        if self.baseline["error"] or self.baseline["median_s"] is None:
+            raise PolytileError(f"compile's default schedule does not work, nothing to tune against: "
+                                f"{self.baseline['error']}")
+        # Timings are ranked against the baseline's machine.  A descriptor detected from this host
+        # names this machine's kind: workers of another kind cannot measure for it.
+        self.ranking = self.baseline["kind"]
+        if isinstance(self.hardware, str) and self.hardware == "host":
+            here = hardware_mod.host_fingerprint()
+            if self.ranking != here:
+                raise PolytileError(
+                    f"the workers are another kind of machine than this one (hardware {self.ranking}, here {here}), "
+                    f"so --hardware host describes the wrong machine: tune for theirs with --hardware FILE, "
+                    f"a descriptor of a worker's machine (written there by `python -c \"from polytile import "
+                    f"hardware as h; print(h.to_toml(h.load('host')))\" > FILE`)")
+
+    def _steps_of(self, point) -> Tuple[List[Dict[str, Any]], Optional[str]]:
+        try:
+            s = self.base
             for cfg in point:
                 s = autotile.apply(s, cfg)
-            step_objs = s.steps
-            steps = [x.to_json() for x in step_objs]
+            return [x.to_json() for x in s.steps], None
         except PolytileError as e:
-            out, reused = _Outcome(error=_error_text(e)), False
+            return [], _error_text(e)
         except Exception as e:
-            out, reused = _Outcome(error=f"internal error: {_error_text(e)}"), False
-        else:
-            out, reused = bench.measure(step_objs)
-        t = Trial(len(trials), tuple(point), steps, predicted(point), out.median_s, out.min_s, out.ok,
-                  out.error, source, out.runs, time.perf_counter() - search_start)
-        trials.append(t)
+            return [], f"internal error: {_error_text(e)}"
+
+    def _trial(self, index, point, steps, source, res: Mapping[str, Any]) -> Trial:
+        worker = res.get("worker") or {}
+        return Trial(index, tuple(point), steps, self.predicted(point), res.get("median_s"), res.get("min_s"),
+                     res.get("ok"), res.get("error"), source, int(res.get("runs") or 0),
+                     worker.get("worker") if isinstance(worker, Mapping) else worker, res.get("kind"),
+                     time.perf_counter() - self.search_start)
+
+    def _record(self, t: Trial, reused: bool = False, resumed: bool = False) -> None:
+        """A trial has arrived: keep it (partial document), log it, move the bar."""
         stats.trials += 1
-        times[point] = t.median_s if t.measured and t.ok is not False else None
-        debug_log(1, "tune", f"trial {t.index} [{source}] {' | '.join(_config_text(c) for c in point)}: "
+        self.arrived.append(t)
+        self._write_partial()
+        if t.worker and not resumed:  # throughput of this run's workers, not of an earlier run's
+            self.per_worker[t.worker] = self.per_worker.get(t.worker, 0) + 1
+        debug_log(1, "tune", f"trial {t.index} [{t.source}] {' | '.join(_config_text(c) for c in t.configs)}: "
                   + (f"{_ms(t.median_s)}" + (" (same schedule as before)" if reused else "") if t.measured
-                     else f"failed: {t.error}"))
-        if bar is not None:
-            b = best_so_far()
-            el = time.perf_counter() - search_start
-            post = f"best {_ms(b)} ({baseline.median_s / b:.2f}x)" if b else "best -"
-            bar.set_postfix_str(f"{post}, {el:.0f}/{budget_s:.0f}s", refresh=False)
-            bar.update(1)
-        return t
+                     else f"failed: {t.error}") + (f" on {t.worker}" if t.worker not in (None, "in-process") else ""))
+        if self.bar is not None:
+            b = self.best_so_far()
+            el = time.perf_counter() - self.search_start
+            post = f"best {_ms(b)} ({self.baseline['median_s'] / b:.2f}x)" if b else "best -"
+            rates = [n / max(el, 1e-9) for _, n in sorted(self.per_worker.items())]
+            rate = f"{rates[0]:.2f} trials/s" if len(rates) <= 1 else \
+                f"{len(rates)} workers: " + (", ".join(f"{r:.2f}" for r in rates) if len(rates) <= 4 else
+                                             f"{min(rates):.2f}..{max(rates):.2f}") + " trials/s each"
+            self.bar.set_postfix_str(f"{post}, {el:.0f}/{self.budget_s:.0f}s, {rate}", refresh=False)
+            self.bar.update(1)
 
-    def stop() -> bool:
-        return len(trials) >= max_trials or time.perf_counter() >= deadline
+    def evaluate(self, batch: Sequence[Tuple[Tuple[TileConfig, ...], str]]) -> None:
+        """Measure the proposals of one step at once; append their trials in the order proposed."""
+        first = len(self.trials)
+        slots: List[Optional[Trial]] = [None] * len(batch)
+        pending: Dict[Any, int] = {}
+        steps_of: Dict[int, List[Dict[str, Any]]] = {}
+        try:
+            for i, (point, source) in enumerate(batch):
+                self.seen.add(point)
+                steps, problem = self._steps_of(point)
+                old = self.resume.get(_point_key(point))
+                if problem is not None:
+                    slots[i] = self._trial(first + i, point, steps, source, {"error": problem})
+                    self._record(slots[i])
+                elif old is not None:  # measured by an interrupted run with these settings
+                    slots[i] = dataclasses.replace(old, index=first + i, source=source)
+                    self.resumed += 1
+                    self._record(slots[i], resumed=True)
+                else:
+                    pending[self.ex.submit(remote.measure_trial, self.job, steps)] = i
+                    steps_of[i] = steps
+            for fut in self.ex.as_completed(list(pending)):
+                i = pending.pop(fut)
+                try:
+                    res = fut.result()
+                except WorkerLost as e:  # Dask retried it on other workers and gave up: a failed trial
+                    res = {"error": str(e)}
+                point, source = batch[i]
+                slots[i] = self._trial(first + i, point, steps_of[i], source, res)
+                self._record(slots[i], reused=bool(res.get("reused")))
+        except KeyboardInterrupt:
+            self.ex.cancel(list(pending))
+            raise
+        finally:
+            for t in slots:
+                if t is not None:
+                    self.trials.append(t)
+                    self.times[t.configs] = t.median_s if t.ranked(self.ranking) else None
 
-    interrupted = False
-    try:
-        # 1. the model's top k
-        if spaces:
-            for idx in _ranked_tuples(scores):
-                if stop() or sum(1 for t in trials if t.source == "model-top-k") >= top_k:
-                    break
-                point = tuple(ranked[d][k] for d, k in enumerate(idx))
-                if point not in seen:
-                    run_trial(point, "model-top-k")
-        # 2. simulated annealing from the best measured point
+    # -- the search -----------------------------------------------------------------------------------
+
+    def best_so_far(self) -> Optional[float]:
+        ok = [t.median_s for t in self.trials if t.ranked(self.ranking)]
+        return min(ok) if ok else None
+
+    def predicted(self, point: Tuple[TileConfig, ...]) -> Optional[float]:
+        if self.predict is None:
+            return None
+        vals = [self.preds[c] if c in self.preds else self.preds.setdefault(c, self.predict(self.base, c))
+                for c in point]
+        return None if any(v is None for v in vals) else sum(vals)
+
+    def stop(self) -> bool:
+        return len(self.trials) >= self.max_trials or time.perf_counter() >= self.deadline
+
+    def _setup(self):
+        program, hw, dts = self.program, self.hw, self.dts
+        self.predict, self.model_name = _predictor(hw)
+        shape_map = dict(zip(program.input_names, self.in_shapes))
+        # The search builds its candidates on the untiled default; the baseline is compile's default.
+        self.base = pipeline.schedule(program, shapes=shape_map, dtypes=list(dts), steps=DEFAULT_STEPS)
+        self.default = pipeline.schedule(program, shapes=shape_map, dtypes=list(dts), hardware=hw,
+                                         min_parallel_work=None)
+        self.job = remote.job_spec(str(program), self.in_shapes, dts, repeat=self.repeat, warmup=self.warmup,
+                                   check=self.check, cap_s=max(2.0, self.budget_s / 20),
+                                   threads=getattr(self.ex, "threads_per_kernel", None), fake_timer=self.fake_timer)
+        self._load_partial()
+        self._measure_baseline(self.job, self.default)
+        from ..compare import COUNT_SCAN_LIMIT, count_flops  # contraction points counted with isl
+
+        self.flops = count_flops(self.default, COUNT_SCAN_LIMIT)
+        self.spaces: List[_Space] = []
+        self.ranked_cands: List[List[TileConfig]] = []
+        self.scores: List[List[float]] = []
+        self.preds: Dict[TileConfig, Optional[float]] = {}
+        for st in autotile.contraction_statements(self.base):
+            cands = autotile.candidates(self.base, st, hw, full_blocks=False)
+            if not cands:
+                continue
+            space = _Space(self.base, st, hw, cands)
+            normal: List[TileConfig] = []
+            for c in cands:
+                c = space.normalize(c)
+                if c not in normal:
+                    normal.append(c)
+            if self.predict is not None:
+                for c in normal:
+                    self.preds[c] = self.predict(self.base, c)
+                # The model's order with autotile's tie-break, so the first trial is the
+                # configuration `polytile compile` would use (the untuned-by-measurement default).
+                normal = autotile.rank(self.base, normal,
+                                       lambda c: self.preds[c] if self.preds[c] is not None else math.inf)
+                sc = [self.preds[c] if self.preds[c] is not None else math.inf for c in normal]
+            else:
+                sc = [float(k) for k in range(len(normal))]
+            self.spaces.append(space)
+            self.ranked_cands.append(normal)
+            self.scores.append(sc)
+
+    def _model_top_k(self) -> None:
+        """1. the model's top k, ``size`` at a time."""
+        tuples = _ranked_tuples(self.scores)
+        done = 0
+        while not self.stop() and done < self.top_k:
+            room = min(self.size, self.top_k - done, self.max_trials - len(self.trials))
+            chunk: List[Tuple[TileConfig, ...]] = []
+            for idx in tuples:
+                point = tuple(self.ranked_cands[d][k] for d, k in enumerate(idx))
+                if point not in self.seen and point not in chunk:
+                    chunk.append(point)
+                    if len(chunk) >= room:
+                        break
+            if not chunk:
+                break
+            self.evaluate([(p, "model-top-k") for p in chunk])
+            done += len(chunk)
+
+    def _propose(self, current, taken) -> Tuple[Optional[Tuple[TileConfig, ...]], str]:
+        rng, spaces = self.rng, self.spaces
+        if current is not None:
+            for _ in range(MAX_PROPOSALS):
+                d = int(rng.integers(len(spaces)))
+                move = MOVES[int(rng.integers(len(MOVES)))]
+                options = spaces[d].moves(current[d], move)
+                if not options:
+                    continue
+                cand = current[:d] + (options[int(rng.integers(len(options)))],) + current[d + 1:]
+                if cand not in taken:
+                    return cand, "anneal"
+        for _ in range(MAX_PROPOSALS):  # restart from a random candidate point
+            cand = tuple(r[int(rng.integers(len(r)))] for r in self.ranked_cands)
+            if cand not in taken:
+                return cand, "seed"
+        return None, "seed"
+
+    def _anneal(self) -> None:
+        """2. simulated annealing from the best measured point, ``size`` neighbours per step."""
         current: Optional[Tuple[TileConfig, ...]] = None
-        ok_points = [(t.median_s, t.index) for t in trials if t.measured and t.ok is not False]
+        ok_points = [(t.median_s, t.index) for t in self.trials if t.ranked(self.ranking)]
         if ok_points:
-            current = trials[min(ok_points)[1]].configs
-        while spaces and not stop():
-            frac = max(len(trials) / max(max_trials, 1), (time.perf_counter() - search_start) / budget_s)
+            current = self.trials[min(ok_points)[1]].configs
+        while self.spaces and not self.stop():
+            frac = max(len(self.trials) / max(self.max_trials, 1),
+                       (time.perf_counter() - self.search_start) / self.budget_s)
             temp = T_START * (T_END / T_START) ** min(1.0, frac)
-            proposal, source = None, "anneal"
-            if current is not None:
-                for _ in range(MAX_PROPOSALS):
-                    d = int(rng.integers(len(spaces)))
-                    move = MOVES[int(rng.integers(len(MOVES)))]
-                    options = spaces[d].moves(current[d], move)
-                    if not options:
-                        continue
-                    cand = current[:d] + (options[int(rng.integers(len(options)))],) + current[d + 1:]
-                    if cand not in seen:
-                        proposal = cand
-                        break
-            if proposal is None:  # restart from a random candidate point
-                source = "seed"
-                for _ in range(MAX_PROPOSALS):
-                    cand = tuple(r[int(rng.integers(len(r)))] for r in ranked)
-                    if cand not in seen:
-                        proposal = cand
-                        break
-            if proposal is None:
+            proposals: List[Tuple[Tuple[TileConfig, ...], str, float]] = []
+            taken = set(self.seen)
+            for _ in range(min(self.size, self.max_trials - len(self.trials))):
+                proposal, source = self._propose(current, taken)
+                if proposal is None:
+                    break
+                taken.add(proposal)
+                # drawn for every proposal so the stream does not depend on the outcomes
+                proposals.append((proposal, source, float(self.rng.random())))
+            if not proposals:
                 debug_log(1, "tune", "no unmeasured point found: the search space is exhausted")
                 break
-            u = float(rng.random())  # drawn every step so the stream does not depend on the outcomes
-            t = run_trial(proposal, source)
-            new = times.get(proposal)
-            if new is None:
-                continue
-            cur = times.get(current) if current is not None else None
-            if source == "seed" or cur is None or new <= cur or u < math.exp(-(new - cur) / (temp * cur)):
-                current = proposal
-    except KeyboardInterrupt:
-        # Ctrl-C: stop searching, but keep what was measured (raised below as TuneInterrupted).
-        interrupted = True
-    finally:
-        if bar is not None:
-            bar.close()
+            self.evaluate([(p, s) for p, s, _ in proposals])
+            # Accepted in the order proposed, whatever order they were measured in.
+            for proposal, source, u in proposals:
+                new = self.times.get(proposal)
+                if new is None:
+                    continue
+                cur = self.times.get(current) if current is not None else None
+                if source == "seed" or cur is None or new <= cur or u < math.exp(-(new - cur) / (temp * cur)):
+                    current = proposal
 
-    # The answer: the fastest ok trial, or compile's default schedule when nothing beat it.
-    best_trial: Optional[Trial] = None
-    for t in trials:
-        if t.measured and t.ok is not False and (best_trial is None or t.median_s < best_trial.median_s):
-            best_trial = t
-    if best_trial is not None and best_trial.median_s <= baseline.median_s:
-        best_steps, best_time, best_configs, best_index = best_trial.steps, best_trial.median_s, \
-            best_trial.configs, best_trial.index
-    else:
-        best_steps, best_time, best_configs, best_index = [s.to_json() for s in default.steps], baseline.median_s, \
-            (), None
-    best = pipeline.schedule(program, shapes=dict(zip(program.input_names, in_shapes)), dtypes=list(dts),
-                             steps=best_steps)
-    elapsed = time.perf_counter() - t_start
-    info = {
-        "program": str(program),
-        "inputs": inputs,
-        "hardware": hw.name,
-        "version": __version__,
-        "search": {**search, "budget_s": float(budget_s), "warmup": int(warmup), "model": model_name,
-                   "statements": [sp.stmt for sp in spaces],
-                   "candidates": {sp.stmt: len(r) for sp, r in zip(spaces, ranked)}},
-        "setup_s": {"oracle": bench.oracle_s, "total": setup_s},
-        "search_s": time.perf_counter() - search_start,
-        "baseline": {"steps": [s.to_json() for s in default.steps], "median_s": baseline.median_s,
-                     "min_s": baseline.min_s, "runs": baseline.runs},
-    }
-    if interrupted:
-        info["interrupted"] = True
-    result = TuneResult(best=best, best_time_s=best_time, baseline_time_s=baseline.median_s, trials=trials,
-                        from_cache=False, elapsed_s=elapsed, key=key, best_configs=tuple(best_configs),
-                        best_trial=best_index, flops=flops, info=info)
-    if interrupted:
-        # Not cached: a later run with the same settings must search the whole budget.
-        raise TuneInterrupted(result)
-    if cache:
-        path = json_put(CACHE_NAMESPACE, key, result.to_json())
-        debug_log(1, "tune", f"result cached: {path}")
-    return result
+    def run(self) -> TuneResult:
+        self._setup()
+        self.search_start = time.perf_counter()
+        self.deadline = self.search_start + self.budget_s
+        self.rng = np.random.default_rng(self.seed)
+        setup_s = self.search_start - self.t_start
+        if _progress_enabled(self.progress):
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.max_trials, desc="tune", unit="trial", file=sys.stderr, dynamic_ncols=True,
+                            leave=True)
+        interrupted = False
+        try:
+            if self.spaces:
+                self._model_top_k()
+                self._anneal()
+        except KeyboardInterrupt:
+            # Ctrl-C: stop searching, but keep what was measured (raised below as TuneInterrupted).
+            interrupted = True
+        finally:
+            if self.bar is not None:
+                self.bar.close()
+        if interrupted and any(t.index != k for k, t in enumerate(self.trials)):
+            # A batch cut short: number what arrived consecutively (indices name positions).
+            self.trials = [dataclasses.replace(t, index=k) for k, t in enumerate(self.trials)]
+        return self._result(setup_s, interrupted)
+
+    def _result(self, setup_s: float, interrupted: bool) -> TuneResult:
+        program, base_time = self.program, self.baseline["median_s"]
+        # The answer: the fastest ranked trial, or compile's default schedule when nothing beat it.
+        best_trial: Optional[Trial] = None
+        for t in self.trials:
+            if t.ranked(self.ranking) and (best_trial is None or t.median_s < best_trial.median_s):
+                best_trial = t
+        if best_trial is not None and best_trial.median_s <= base_time:
+            best_steps, best_time, best_configs, best_index = best_trial.steps, best_trial.median_s, \
+                best_trial.configs, best_trial.index
+        else:
+            best_steps, best_time, best_configs, best_index = self.baseline["steps"], base_time, (), None
+        best = pipeline.schedule(program, shapes=dict(zip(program.input_names, self.in_shapes)),
+                                 dtypes=list(self.dts), steps=best_steps)
+        elapsed = time.perf_counter() - self.t_start
+        other = [t.index for t in self.trials if t.measured and t.ok is not False and not t.ranked(self.ranking)]
+        info = {
+            "program": str(program),
+            "inputs": self.inputs,
+            "hardware": self.hw.name,
+            "version": __version__,
+            "search": {**self.search, "budget_s": float(self.budget_s), "warmup": int(self.warmup),
+                       "model": self.model_name, "statements": [sp.stmt for sp in self.spaces],
+                       "candidates": {sp.stmt: len(r) for sp, r in zip(self.spaces, self.ranked_cands)}},
+            "setup_s": {"oracle": self.baseline.get("oracle_s", 0.0), "total": setup_s},
+            "search_s": time.perf_counter() - self.search_start,
+            "baseline": {k: self.baseline[k] for k in ("steps", "median_s", "min_s", "runs", "worker", "kind")},
+            "executor": self.ex.describe(),
+            "kinds": {"ranking": self.ranking, "other_kind_trials": other},
+        }
+        if self.resumed:
+            info["resumed_trials"] = self.resumed
+        if interrupted:
+            info["interrupted"] = True
+            if self.cache:
+                info["partial_cache"] = str(partial_path(self.key))
+        result = TuneResult(best=best, best_time_s=best_time, baseline_time_s=base_time, trials=self.trials,
+                            from_cache=False, elapsed_s=elapsed, key=self.key, best_configs=tuple(best_configs),
+                            best_trial=best_index, flops=self.flops, info=info)
+        if interrupted:
+            # Not the answer for these settings: the trials stay in the partial document, which the
+            # next run with the same settings resumes from.
+            raise TuneInterrupted(result)
+        if self.cache:
+            path = json_put(CACHE_NAMESPACE, self.key, result.to_json())
+            partial_path(self.key).unlink(missing_ok=True)
+            debug_log(1, "tune", f"result cached: {path}")
+        return result
