@@ -21,8 +21,7 @@ from typing import Any, Optional
 import numpy as np
 
 from polytile.errors import InternalError, PolytileEnvironmentError
-from polytile.runtime.loader import raise_for_return
-from polytile.runtime.threads import threads_for_call
+from polytile.runtime.loader import call_entry
 
 _lock = threading.Lock()
 _compile_lock = threading.Lock()
@@ -139,13 +138,7 @@ class JitFunction:
 
     def call_addresses(self, addresses, *, parallel: bool = True) -> None:
         """Run the kernel on raw buffer addresses (the caller keeps the buffers alive and checked)."""
-        if parallel and self.parallel:
-            with threads_for_call():
-                rc = self._cfunc(*addresses)
-        else:
-            rc = self._cfunc(*addresses)
-        if rc != 0:
-            raise_for_return(self.name, rc)
+        call_entry(self._cfunc, self.name, addresses, parallel and self.parallel)
 
     def __repr__(self) -> str:
         return f"<JitFunction {self.name}/{self.nargs}>"

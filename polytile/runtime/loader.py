@@ -15,6 +15,18 @@ _load_lock = threading.Lock()
 _libraries: dict[str, "Library"] = {}
 
 
+def call_entry(cfunc, name: str, addresses, parallel: bool) -> None:
+    """Call a kernel entry on raw addresses (with a thread count for this call when it has parallel
+    regions) and raise for a non-zero return: the one call path of both loaders (ctypes, LLVM JIT)."""
+    if parallel:
+        with threads_for_call():
+            rc = cfunc(*addresses)
+    else:
+        rc = cfunc(*addresses)
+    if rc != 0:
+        raise_for_return(name, rc)
+
+
 def raise_for_return(name: str, rc: int) -> None:
     """The error for a kernel entry's non-zero return code ``rc`` (both back ends return the same codes).
 
@@ -66,13 +78,7 @@ class KernelFunction:
         The lean path of :class:`polytile.specialization.Launcher`; ``parallel=False`` (code without
         an OpenMP region) skips choosing a thread count.
         """
-        if parallel:
-            with threads_for_call():
-                rc = self._cfunc(*addresses)
-        else:
-            rc = self._cfunc(*addresses)
-        if rc != 0:
-            raise_for_return(self.name, rc)
+        call_entry(self._cfunc, self.name, addresses, parallel)
 
     def __repr__(self) -> str:
         return f"<KernelFunction {self.name}/{self.nargs} in {self.library.path}>"

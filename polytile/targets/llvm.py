@@ -2,7 +2,7 @@
 
 No C compiler is involved: the IR is optimised at O3 for the host CPU and JIT-compiled
 (:mod:`polytile.runtime.jit`); parallel loops run on libgomp's threads.  Kernels live as long as the
-process (there is no library on disk, so the specialization cache does not keep them).
+process that compiled them (no library on disk; polytile.kernel keeps the last 64 per process).
 
     >>> # LLVM_TARGET.compile(lowered, options) -> Specialization; LLVM_TARGET.run(spec, [A, B]) -> C
 """
@@ -12,7 +12,7 @@ import time
 
 from ..specialization import Specialization
 from .base import Lowered, Target, stage
-from .openmp import _min_parallel_work, default_schedule
+from .openmp import schedule_and_generate
 
 
 class LLVM(Target):
@@ -26,14 +26,8 @@ class LLVM(Target):
         from ..runtime import jit
 
         scop, dependences = lowered.scop, lowered.deps
-        t0 = time.perf_counter()
-        sched = default_schedule(scop, dependences, options)
-        stage("schedule", t0, lambda: sched.describe())
-        t0 = time.perf_counter()
         threads = bool(options.parallel) and jit.gomp() is not None
-        source = generate(scop, sched.tree(), header=str(lowered.program),
-                          min_parallel_copy=_min_parallel_work(options), parallel=threads)
-        stage("codegen", t0, source.text, level=3)
+        sched, source = schedule_and_generate(lowered, options, generate, parallel=threads)
         if not build:
             return Specialization(lowered.bound, scop, dependences, sched, source)
         t0 = time.perf_counter()

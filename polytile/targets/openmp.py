@@ -61,6 +61,23 @@ def _min_parallel_work(options) -> int:
     return min_parallel_work(max(2, cores))
 
 
+def schedule_and_generate(lowered: Lowered, options, generate, **generate_options):
+    """The schedule (:func:`default_schedule`) and the source ``generate(scop, tree, ...)`` makes of it,
+    each stage logged: the part every CPU target shares (``generate`` is its code generator).
+
+    >>> # sched, source = schedule_and_generate(lowered, options, codegen.c.generate)
+    """
+    scop, dependences = lowered.scop, lowered.deps
+    t0 = time.perf_counter()
+    sched = default_schedule(scop, dependences, options)
+    stage("schedule", t0, lambda: sched.describe())
+    t0 = time.perf_counter()
+    source = generate(scop, sched.tree(), header=str(lowered.program), min_parallel_copy=_min_parallel_work(options),
+                      **generate_options)
+    stage("codegen", t0, source.text, level=3)
+    return sched, source
+
+
 class OpenMP(Target):
     """C with OpenMP pragmas, built by the host C compiler (``POLYTILE_CC``, ``POLYTILE_CFLAGS``)."""
 
@@ -71,13 +88,7 @@ class OpenMP(Target):
         from ..codegen.c import generate as generate_c
 
         scop, dependences = lowered.scop, lowered.deps
-        t0 = time.perf_counter()
-        sched = default_schedule(scop, dependences, options)
-        stage("schedule", t0, lambda: sched.describe())
-        t0 = time.perf_counter()
-        source = generate_c(scop, sched.tree(), header=str(lowered.program),
-                            min_parallel_copy=_min_parallel_work(options))
-        stage("codegen", t0, source.text, level=3)
+        sched, source = schedule_and_generate(lowered, options, generate_c)
         if not build:
             return Specialization(lowered.bound, scop, dependences, sched, source)
         t0 = time.perf_counter()
