@@ -7,7 +7,6 @@ the data that produced it.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -22,13 +21,9 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 sys.path.insert(0, str(PAPERS_DIR))
 import paperlib  # noqa: E402
+import run_all  # noqa: E402  (papers/run_all.py: the index and paper_module)
 
-
-def _module(name: str):
-    spec = importlib.util.spec_from_file_location(f"paper_{name.replace('-', '_')}", PAPERS_DIR / name / "run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+_module = run_all.paper_module
 
 
 def _drawn(path: Path) -> bool:
@@ -41,9 +36,6 @@ def _drawn(path: Path) -> bool:
 
 def test_at_least_four_reproductions_listed_with_their_committed_headlines():
     assert len(PAPERS) >= 4
-    spec = importlib.util.spec_from_file_location("papers_run_all", PAPERS_DIR / "run_all.py")
-    run_all = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run_all)
     block = paperlib.readme_block(PAPERS_DIR / "README.md")
     assert block == run_all.index(), "papers/README.md's table is stale: python papers/run_all.py --index"
     for name in PAPERS:
