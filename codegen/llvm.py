@@ -40,7 +40,7 @@ from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, RegTile,
 
 from . import llvm_tile, pack
 from .c import KernelSource, build_ast, cyclic_loop
-from .llvm_body import I1, I8, I8P, I32, I64, VOID, BodyEmitter, UnsupportedConstruct, identity, memory_type
+from .llvm_body import I1, I8, I8P, I32, I64, VOID, BodyEmitter, UnsupportedConstruct, _Unbound, identity, memory_type
 
 
 def sanitize(name: str) -> str:
@@ -434,10 +434,6 @@ class LlvmGenerator:
         free = self.declare("free", VOID, [I8P])
         for _, _, _, mem, _ in private:
             self.b.call(free, [self.b.bitcast(mem, I8P)])
-
-
-class _Unbound(InternalError):
-    """An isl AST expression names an iterator that is not in scope (a register tile falls back)."""
 
 
 def _pack_marks(ast: isl.AstNode, footprints: Dict[str, pack.Footprint]) -> Dict[str, Tuple[int, bool]]:

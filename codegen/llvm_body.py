@@ -35,6 +35,10 @@ FP = ("contract",)
 _FLOAT = ("float32", "float64")
 
 
+class _Unbound(InternalError):
+    """An isl AST expression names an iterator that is not in scope (a register tile falls back)."""
+
+
 class UnsupportedConstruct(PolytileError):
     """Something the llvm target cannot compile (its message names it; the openmp target may)."""
 

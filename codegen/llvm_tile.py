@@ -24,7 +24,7 @@ from polytile.errors import ENTRY_ENOMEM
 from polytile.scheduling.marks import Pack, RegTile, encode
 
 from . import microkernel, pack as pack_mod
-from .llvm_body import FP, I1, I8P, I32, I64, UnsupportedConstruct, memory_type, value_type
+from .llvm_body import FP, I1, I8P, I32, I64, UnsupportedConstruct, _Unbound, memory_type, value_type
 
 # -- packs ---------------------------------------------------------------------------
 
@@ -185,8 +185,6 @@ def _copy(gen, buf: pack_mod.PackBuffer) -> None:
 
 def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> bool:
     """Emit the register tile of ``mark`` over subtree ``n``; False (nothing emitted) when it does not apply."""
-    from .llvm import _Unbound
-
     try:
         plan = microkernel.analyse(gen.stmts, gen.arrays, n, mark)
         _check_vectorisable(plan.st.body.value, plan.dtype)

@@ -31,20 +31,19 @@ import json
 import math
 import os
 import platform
-import statistics
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .version import __version__
 from .errors import IllegalSchedule, PolytileError
+# Checking and timing live in .measure (the compare task on an executor's worker uses them too);
+# they stay importable from here, as callers have always imported them.
+from .measure import RTOL, Check, Spread, _first_line, _reason, capped_calls, check_output, spread, time_calls  # noqa: F401
 
-#: Relative tolerances for float outputs (integer outputs must match exactly).
-RTOL = {"float32": 1e-4, "float64": 1e-5}
 #: Counting a non-box domain with isl scans every point of all but its last
 #: dimension (about 1-2 us each); above this many the flop count is skipped
 #: rather than making a run wait seconds for a number it only decorates.
@@ -92,66 +91,6 @@ def random_inputs(shapes: Sequence[Sequence[int]], dtypes: Sequence[str], kind: 
         # np.array, not np.ascontiguousarray: the latter turns a 0-d (scalar input) array into shape (1,).
         arrays.append(np.array(a, dtype=dt, order="C", copy=False) if a.ndim else np.array(a, dtype=dt))
     return arrays
-
-
-@dataclass
-class Check:
-    """One output compared with the reference: the verdict, the error and the tolerance used.
-
-    ``tol`` is the bound ``err`` was held to, None when the comparison was exact (integer outputs) or
-    could not be made (another shape); ``tol_text`` is how the tables print it.
-    """
-
-    name: str
-    ok: bool
-    err: float
-    tol_text: str
-    detail: str = ""
-    tol: Optional[float] = None
-
-
-def check_output(name: str, got: np.ndarray, want: np.ndarray) -> Check:
-    """Compare one compiled output with the oracle's: exact for integers, relative bound for floats.
-
-    Floats pass when ``max_abs_err <= rtol * max(1, max|ref|)`` (rtol from
-    :data:`RTOL`): scaling by the largest reference value keeps sums of many
-    terms from failing on rounding alone.
-    """
-    got, want = np.asarray(got), np.asarray(want)
-    if got.shape != want.shape:
-        return Check(name, False, math.inf, "-", f"shape {got.shape} but the reference has {want.shape}")
-    dtype = np.dtype(want.dtype)
-    exact = dtype.kind not in "fc"
-    g = got.astype(np.float64)
-    w = want.astype(np.float64)
-    # Equal infinities and NaN-vs-NaN agree (masked_max gives -inf by design;
-    # log of a non-positive input gives nan in both); `inf - inf` would be nan.
-    same = (g == w) | (np.isnan(g) & np.isnan(w))
-    with np.errstate(invalid="ignore"):  # inf - inf where `same` already decided
-        diff = np.where(same, 0.0, np.abs(g - w))
-    diff = np.where(np.isnan(diff), np.inf, diff)
-    err = float(diff.max()) if diff.size else 0.0
-    if exact:
-        tol, tol_text = None, "exact"
-        bad = ~same if got.dtype == want.dtype else (got != want)
-    else:
-        rtol = RTOL.get(dtype.name, RTOL["float32"])
-        finite = w[np.isfinite(w)]
-        scale = max(1.0, float(np.abs(finite).max())) if finite.size else 1.0
-        tol = rtol * scale
-        tol_text = f"{tol:.3g}"
-        bad = diff > tol
-    ok = not bool(np.any(bad))
-    detail = ""
-    if got.dtype != want.dtype:
-        ok = False
-        detail = f"dtype {got.dtype} but the reference has {want.dtype}"
-    elif not ok:
-        worst = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
-        where = "[" + ", ".join(str(int(i)) for i in worst) + "]"
-        detail = (f"{int(np.count_nonzero(bad))} of {diff.size} elements differ; worst at {where}: "
-                  f"got {got[worst]!r}, expected {want[worst]!r}")
-    return Check(name, ok, err, tol_text, detail, tol)
 
 
 def _box_count(dom) -> Optional[int]:
@@ -214,54 +153,6 @@ def count_flops(spec, scan_limit: Optional[int] = None) -> Optional[int]:
             return None
         total += 2 * n
     return total
-
-
-def time_calls(fn: Callable[[], Any], repeat: int, warmup: int = 0) -> List[float]:
-    """Seconds per call of ``fn`` over ``repeat`` timed calls, after ``warmup`` untimed ones."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return times
-
-
-class Spread(NamedTuple):
-    """The median, min and max of some timed calls' seconds (each None when nothing was timed)."""
-
-    median: Optional[float]
-    min: Optional[float]
-    max: Optional[float]
-
-
-def spread(times: Sequence[float]) -> Spread:
-    """Median, min and max of ``times``: how every measurement here reports its calls."""
-    if not times:
-        return Spread(None, None, None)
-    return Spread(statistics.median(times), min(times), max(times))
-
-
-def capped_calls(first_s: float, repeat: int, warmup: int, cap_s: float) -> Tuple[int, int]:
-    """(warm-up calls, timed calls) still to make of a callable whose first call, the first warm-up,
-    took ``first_s`` seconds, so that measuring it takes about ``cap_s`` seconds at most.
-
-    ``(0, 0)`` when that call alone reached the cap: it is the only measurement.  Otherwise the other
-    ``warmup - 1`` warm-ups and ``repeat`` timed calls, or, when those would not fit, no more warm-up
-    and as many timed calls as fit (at least one).
-    """
-    if first_s >= cap_s:
-        return 0, 0
-    extra_warmup = max(0, warmup - 1)
-    if first_s * (extra_warmup + repeat) <= cap_s:
-        return extra_warmup, repeat
-    return 0, max(1, min(repeat, int(cap_s // max(first_s, 1e-9))))
-
-
-# ---------------------------------------------------------------------------
-# Provenance
-# ---------------------------------------------------------------------------
 
 
 def cpu_model() -> str:
@@ -626,16 +517,6 @@ class CompareResult:
 # ---------------------------------------------------------------------------
 # compare()
 # ---------------------------------------------------------------------------
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
-
-
-def _reason(exc: PolytileError) -> str:
-    """The error's message on one line: what is wrong and the dependence it violates."""
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    return " / ".join(lines[:2])
 
 
 def _shapes_and_dtypes(program, shapes, dtypes) -> Tuple[Tuple[Tuple[int, ...], ...], Tuple[str, ...]]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-from .compare import _reason, check_output, time_calls
+from .measure import _reason, check_output, time_calls
 from .errors import PolytileError
 
 

@@ -89,7 +89,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("kernel", ("polytile.kernel",), ("config", "desugar", "errors", "interpreter", "ir", "options", "pipeline",
                                       "program", "runtime", "specialization", "targets", "version")),
     # Measuring schedules side by side (Tile through the pipeline; C through c_runner, below).
-    ("compare", ("polytile.compare", "polytile.compare_task"), ("config", "errors", "executor", "hardware", "interpreter", "kernel",
+    ("compare", ("polytile.compare", "polytile.compare_task", "polytile.measure"), ("config", "errors", "executor", "hardware", "interpreter", "kernel",
                                         "pipeline", "runtime", "schedule", "version")),
     # Building C files and calling them on opt variants.
     ("c_runner", ("polytile.c_runner",), ("cfrontend", "errors", "compare", "c_optimiser", "runtime")),
