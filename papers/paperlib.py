@@ -32,9 +32,16 @@ def parse(description: str, script: str, extra: Optional[Callable[[argparse.Argu
     p.add_argument("--out", type=Path, default=None,
                    help="folder for results.json and the figures (default: the paper's folder; --quick: "
                         "a temporary one is not made for you, so give one)")
+    from polytile import executor
+
+    executor.add_arguments(p)  # --workers local:N / --scheduler ADDRESS: Tile measurements on Dask workers
     if extra:
         extra(p)
     args = p.parse_args(argv)
+    if args.workers and args.scheduler:
+        p.error("give --workers or --scheduler, not both")
+    # What tune's and compare's executor= take: None (this process), "local:N" or a scheduler address.
+    args.executor = args.workers or args.scheduler
     args.here = here
     if args.out is None:
         if args.quick:
@@ -91,6 +98,7 @@ def readme_block(readme: Path) -> Optional[str]:
 def finish(args, data: Dict[str, Any], render: Callable[[Mapping[str, Any]], str], figures: Iterable[str]) -> None:
     """Write the JSON, list the figures, and refresh the README block when writing into the paper's folder."""
     data = dict(data, figures=sorted(figures))
+    data["provenance"] = dict(data["provenance"], executor=args.executor or "in-process")
     path = write_json(args.out, data)
     text = render(json.loads(path.read_text()))
     print(text)

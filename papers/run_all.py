@@ -54,6 +54,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="smoke runs (tiny sizes) instead of the full experiments")
     ap.add_argument("--out", type=Path, help="write into DIR/<paper>/ instead of each paper's folder "
                                             "(required with --quick: smoke results never replace the committed ones)")
+    ap.add_argument("--workers", metavar="local:N", help="pass --workers to every script (Tile measurements on Dask)")
+    ap.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="pass --scheduler to every script")
     ap.add_argument("--index", action="store_true", help="only rewrite papers/README.md's table from the committed results")
     ap.add_argument("--only", nargs="+", choices=PAPERS, default=PAPERS, metavar="PAPER", help=f"of {', '.join(PAPERS)}")
     args = ap.parse_args(argv)
@@ -67,6 +69,8 @@ def main(argv=None) -> int:
         cmd = [sys.executable, str(HERE / name / "run.py")] + (["--quick"] if args.quick else [])
         if args.out is not None:
             cmd += ["--out", str(args.out / name)]
+        cmd += ["--workers", args.workers] if args.workers else []
+        cmd += ["--scheduler", args.scheduler] if args.scheduler else []
         print(f"== {name}: {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         rc = subprocess.call(cmd)

@@ -80,3 +80,14 @@ def test_quick_refuses_to_write_into_the_paper_folder():
     r = subprocess.run([sys.executable, str(PAPERS_DIR / "roofline" / "run.py"), "--quick"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "--out" in r.stderr
+
+
+def test_a_paper_on_dask_workers(tmp_path):
+    """--workers runs a script's Tile measurements on Dask workers (issue 17: papers use the executor too)."""
+    out = tmp_path / "roofline"
+    r = subprocess.run([sys.executable, str(PAPERS_DIR / "roofline" / "run.py"), "--quick", "--out", str(out),
+                        "--workers", "local:2"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    data = json.loads((out / "results.json").read_text())
+    assert data["provenance"]["executor"] == "local:2"
+    assert all(k["check"] == "ok" for k in data["kernels"])

@@ -69,9 +69,9 @@ def c_kernel(name, sizes, scalars, repeat, say, scratch: Path):
     return {"sizes": {**macros, **dict(call.sizes)}, "rows": rows, "facts": facts}
 
 
-def tile_program(path, dims, repeat, say):
+def tile_program(path, dims, repeat, say, executor=None):
     cands = [cmp.default(), cmp.fusion("none"), cmp.fusion("smart"), cmp.fusion("max")]
-    res = cmp.compare(path, dims, candidates=cands, repeat=repeat, warmup=1, progress=say)
+    res = cmp.compare(path, dims, candidates=cands, repeat=repeat, warmup=1, progress=say, executor=executor)
     rows = {r.name: r.to_json() for r in res.rows}
     facts = {}
     for choice in ("none", "smart", "max"):
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
             out["c"][name] = c_kernel(name, quick if args.quick else full, scalars, repeat, say, Path(scratch))
     for name, (path, full, quick) in TILE.items():
         say(name)
-        out["tile"][name] = tile_program(path, quick if args.quick else full, repeat, say)
+        out["tile"][name] = tile_program(path, quick if args.quick else full, repeat, say, args.executor)
     data = {"paper": "Verdoolaege, Janssens: Scheduling for PPCG (2017); Bondhugula et al.: Pluto's fusion "
                      "heuristics (nofuse, smartfuse, maxfuse)",
             "quick": args.quick, **out, "provenance": C.provenance(repeat=repeat)}

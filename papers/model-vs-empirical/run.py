@@ -38,7 +38,7 @@ CASES = {  # name: (example, full dims, quick dims, grid points full/quick, tune
 }
 
 
-def study(path: Path, dims: str, n_grid: int, n_trials: int, repeat: int, say) -> dict:
+def study(path: Path, dims: str, n_grid: int, n_trials: int, repeat: int, say, executor=None) -> dict:
     hw = hardware.load("host")
     program = pipeline.load_program(path)
     shapes = pipeline.shapes_from_dims(program, pipeline.parse_dims(dims), None)
@@ -77,7 +77,8 @@ def study(path: Path, dims: str, n_grid: int, n_trials: int, repeat: int, say) -
 
     say("autotuner")
     t0 = time.perf_counter()
-    tuned = tune(path, dims, budget_s=600, max_trials=n_trials, repeat=repeat, cache=False, progress=False)
+    tuned = tune(path, dims, budget_s=600, max_trials=n_trials, repeat=repeat, cache=False, progress=False,
+                 executor=executor)
     tune_s = time.perf_counter() - t0
 
     ok = [p for p in points if p["median_s"] is not None and p["error"] is None]
@@ -103,7 +104,8 @@ def main(argv=None) -> int:
     for name, (example, full, quick, grid, trials) in CASES.items():
         say(name)
         k = 1 if args.quick else 0
-        cases[name] = study(C.ROOT / "examples" / example, quick if args.quick else full, grid[k], trials[k], repeat, say)
+        cases[name] = study(C.ROOT / "examples" / example, quick if args.quick else full, grid[k], trials[k], repeat, say,
+                            args.executor)
     data = {"paper": "Yotov, Li, Ren, Garzaran, Padua, Pingali, Stodghill: A comparison of empirical and "
                      "model-driven optimization, PLDI 2003",
             "quick": args.quick, "cases": cases, "provenance": C.provenance(repeat=repeat)}

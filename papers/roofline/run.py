@@ -39,14 +39,14 @@ KERNELS = [  # (label, file, full dims, quick dims)
 ]
 
 
-def place(label, path, dims, hw, repeat, say) -> dict:
+def place(label, path, dims, hw, repeat, say, executor=None) -> dict:
     say(label)
     program = pipeline.load_program(path)
     shapes = pipeline.shapes_from_dims(program, pipeline.parse_dims(dims), None)
     s = pipeline.schedule(program, shapes=dict(zip(program.input_names, shapes)), hardware=hw, min_parallel_work=None)
     pred = cost.predict(s, hw)
     dram = list(hw.memory)[-1].name
-    res = cmp.compare(path, dims, candidates=[cmp.default()], repeat=repeat, warmup=1, inputs="normal")
+    res = cmp.compare(path, dims, candidates=[cmp.default()], repeat=repeat, warmup=1, inputs="normal", executor=executor)
     row = res.rows[0]
     flops = row.flops or pred.flops
     traffic = pred.traffic.get(dram) or None
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         dims = quick if args.quick else full
         if dims is None:
             continue
-        points.append(place(label, EX / file, dims, hw, repeat, say))
+        points.append(place(label, EX / file, dims, hw, repeat, say, args.executor))
     data = {"paper": "Williams, Waterman, Patterson: Roofline: an insightful visual performance model for "
                      "multicore architectures, CACM 52(4), 2009",
             "quick": args.quick,
