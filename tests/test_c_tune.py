@@ -79,3 +79,18 @@ def test_opt_tune_needs_its_sizes(capsys):
     rc = main(["opt", str(KERNELS / "gemver.c"), "--tune"])
     err = capsys.readouterr().err
     assert rc != 0 and "--tune-dims n=<int>" in err and "Traceback" not in err
+
+
+def test_replayed_schedule_code_generation_is_bounded(monkeypatch):
+    """A schedule given with --schedule gets a bounded code-generation budget and a located error past it."""
+    from polytile.c_optimiser import region
+    from polytile.errors import ScheduleError
+
+    _, results = c_runner.optimise(KERNELS / "jacobi-2d.c")
+    steps = [s.to_json() for s in results[0].schedule.steps]
+    monkeypatch.setattr(region, "REPLAY_CODEGEN_SECONDS", 1e-4)
+    with pytest.raises(ScheduleError, match=r"jacobi-2d.c:\d+: code generation of the given schedule took over"):
+        c_runner.optimise(KERNELS / "jacobi-2d.c", schedule=steps)
+    monkeypatch.undo()
+    text, _ = c_runner.optimise(KERNELS / "jacobi-2d.c", schedule=steps)  # the same steps, with time enough
+    assert b"polytile opt:" in text

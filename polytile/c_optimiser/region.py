@@ -132,6 +132,10 @@ class _CodegenTimeout(Exception):
 CODEGEN_SECONDS = 40.0
 CODEGEN_ATTEMPT_SECONDS = 15.0
 CODEGEN_MIN_SECONDS = 2.0
+#: A replayed schedule (--schedule) is the user's choice, not one of ours to fall back from: it gets a
+#: generous budget per attempt, but a bounded one (isl's AST generator ran for minutes on jacobi-1d
+#: with 16-step time tiles), and the error says what to change.
+REPLAY_CODEGEN_SECONDS = 120.0
 
 
 def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusion: str = "smart",
@@ -169,7 +173,7 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
                 # Candidates share the region's budget; once it is spent each still gets a short
                 # try (the simpler candidates come last and generate in milliseconds).
                 left = deadline - time.monotonic()
-                seconds = (None if max_operations is None
+                seconds = (REPLAY_CODEGEN_SECONDS if steps is not None
                            else max(CODEGEN_MIN_SECONDS, min(left, CODEGEN_ATTEMPT_SECONDS)))
                 try:
                     code, gen_notes = _generate_bounded(use_scop, s, max_operations, separate=separate,
@@ -190,4 +194,8 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
             head = "/* polytile opt: " + " -> ".join(str(st) for st in s.steps) + " */\n"
             res.text = cs.wrap(head + code)
             return res
+    if steps is not None and isinstance(last_error, _CodegenTimeout):
+        raise ScheduleError(f"{cs.path}:{cs.lines[0]}: code generation of the given schedule took over "
+                            f"{REPLAY_CODEGEN_SECONDS:.0f} s (isl's AST generator); smaller tiles (a time tile "
+                            f"above all) generate much faster")
     raise PolytileError(f"{cs.path}:{cs.lines[0]}: no schedule could be generated ({last_error})")
