@@ -489,8 +489,8 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict, *, bound=None,
     apart; measurements do (see benchmarks/bench_gemm.py).
 
     With ``bound`` (a lower bound of ``predict``, e.g. ``cost.config_bound``) and ``need``, only the
-    first ``need`` entries (completed to their tie group) are returned, the same as the full
-    ranking's, and configurations the bound rules out are never predicted.
+    first ``need`` entries are returned, the same as the full ranking's, and configurations the
+    bound rules out are never predicted.
     """
     if bound is not None and need is not None:
         return _rank_bounded(s, configs, predict, bound, need)
@@ -521,7 +521,7 @@ def _break_tie(s: Schedule, tie: List[Tuple[float, int, TileConfig]], need: Opti
 
 
 def _rank_bounded(s: Schedule, configs: Sequence[TileConfig], predict, bound, need: int) -> List[TileConfig]:
-    """The first ``need`` (or a few more) entries of ``rank(s, configs, predict)``, predicting only
+    """The first ``need`` entries of ``rank(s, configs, predict)``, predicting only
     configurations whose lower ``bound`` could place them there.
 
     Exact: configurations are predicted in order of their bound until the next bound exceeds the

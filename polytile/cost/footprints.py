@@ -67,6 +67,10 @@ class _StmtInfo:
         self._count: Optional[int] = None
         self._is_box: Optional[bool] = None
         self.fp_cache: Dict[tuple, Dict[str, int]] = {}
+        # The arrays (a Scop's tuple) whose item sizes were applied last (see _info), and what
+        # cost.predict_config works out once per (i, j, k) roles of this statement.
+        self.sized_by: Optional[tuple] = None
+        self.config_memo: Dict[tuple, tuple] = {}
 
     @property
     def is_box(self) -> bool:
@@ -114,9 +118,9 @@ def _info(stmt: Statement, arrays=None) -> _StmtInfo:
     if info is None:
         info = _StmtInfo(stmt)
         _INFO[stmt] = info
-    if arrays and info.__dict__.get("sized_by") is not arrays:
+    if arrays and info.sized_by is not arrays:
         # Asked thousands of times per ranking with the same Scop's arrays: checked once per arrays object.
-        info.__dict__["sized_by"] = arrays
+        info.sized_by = arrays
         sizes = {a.name: dtype_bytes(a.dtype) for a in arrays if a.name in info.access}
         if any(info.itemsize.get(k) != v for k, v in sizes.items()):
             info.itemsize.update(sizes)

@@ -46,7 +46,7 @@ def _config_nest(s, cfg, hw, *, footprints: bool) -> _Nest:
     info = _info(st, s.scop.arrays)
     E = info.extent
     # What depends only on the statement and its roles, worked out once per ranking, not per configuration.
-    memo = info.__dict__.setdefault("config_memo", {})
+    memo = info.config_memo
     hit = memo.get((cfg.i, cfg.j, cfg.k))
     if hit is None or hit[0] is not s.scop:
         used = {x.name for e in st.body.index for x in B.walk(e) if isinstance(x, B.Iter)}
