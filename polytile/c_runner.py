@@ -243,13 +243,14 @@ def prepare(path, *, sizes: Optional[Mapping[str, int]] = None, scalars: Optiona
             shapes: Optional[Mapping[str, Sequence[int]]] = None, function: Optional[str] = None,
             whole_function: bool = False, seed: int = 0, assume_no_alias: bool = False,
             other_sizes: bool = False, default_size: Optional[int] = None, pure: Sequence[str] = (),
-            cpp_args: Sequence[str] = ()) -> Call:
+            cpp_args: Sequence[str] = (), size_option: str = "--dims") -> Call:
     """The call of the function holding the regions of ``path`` (or ``function``'s) with random inputs.
 
     ``whole_function`` reads ``function``'s body as the region (``extract(function=...)``) instead of its
     ``#pragma scop`` regions.  ``sizes`` naming nothing of this function are an error (a typo) unless
     ``other_sizes`` (one set of sizes for several functions); an integer parameter without a size is
-    ``default_size`` if given (``opt --verify``), else an error.  ``pure`` and ``cpp_args`` are
+    ``default_size`` if given (``opt --verify``), else an error naming ``size_option``, the command's option
+    that gives sizes (``--dims``, ``opt --tune``'s ``--tune-dims``).  ``pure`` and ``cpp_args`` are
     :func:`extract`'s (the builds get ``cpp_args`` too).  Raises :class:`PolytileError` naming
     whatever cannot be supplied.
 
@@ -294,7 +295,7 @@ def prepare(path, *, sizes: Optional[Mapping[str, int]] = None, scalars: Optiona
     missing = [n for n in ints if n not in sizes]
     if missing:
         raise PolytileError(f"{path}: {fname}() needs a value for {', '.join(missing)}: pass "
-                            f"--dims {','.join(f'{n}=<int>' for n in missing)}")
+                            f"{size_option} {','.join(f'{n}=<int>' for n in missing)}")
     bad_scalars = sorted(set(scalars) - set(floats))
     if other_sizes:
         scalars = {k: v for k, v in scalars.items() if k in floats}

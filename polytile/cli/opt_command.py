@@ -243,12 +243,9 @@ def _tuned_options(args, options: Dict, c_runner) -> Optional[Dict]:
     sizes: Dict[str, int] = {}
     for d in args.tune_dims or ():
         sizes.update(d)
-    try:
-        call = c_runner.prepare(args.file, sizes=sizes, function=args.function, whole_function=args.function is not None,
-                                assume_no_alias=args.assume_no_alias, pure=_pure(args), cpp_args=_cpp_args(args))
-    except PolytileError as exc:
-        # prepare() speaks of --dims (compare's sizes); here the sizes to time at are --tune-dims.
-        raise type(exc)(str(exc).replace("pass --dims ", "pass --tune-dims ")) from None
+    call = c_runner.prepare(args.file, sizes=sizes, function=args.function, whole_function=args.function is not None,
+                            assume_no_alias=args.assume_no_alias, pure=_pure(args), cpp_args=_cpp_args(args),
+                            size_option="--tune-dims")
     base = {k: options[k] for k in ("tile", "parallel", "fusion", "params", "reassociate")}
     best, res = c_runner.tune_variants(call, c_runner.tuning_variants(base), repeat=args.tune_repeat, warmup=1,
                                        hardware=args.hardware, assume_no_alias=args.assume_no_alias,
