@@ -13,6 +13,7 @@ of figures, so a process drawing many of them does not keep them all alive.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -39,6 +40,21 @@ def require() -> Any:
         raise MatplotlibMissingError(f"drawing figures needs matplotlib, which is not installed ({exc}); "
                                      f"install it with: {INSTALL_HINT}") from None
     return matplotlib
+
+
+def read_document(source, what: str):
+    """``source`` itself, or, when it is a path, the JSON document in that file (a PlotError naming ``what``
+    when it cannot be read): the results a figure is drawn from come as objects or as saved files.
+
+    >>> read_document({"rows": []}, "compare results")
+    {'rows': []}
+    """
+    if not isinstance(source, (str, Path)):
+        return source
+    try:
+        return json.loads(Path(source).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise PlotError(f"cannot read {what} from {source}: {exc}") from None
 
 
 def check_path(path) -> Path:

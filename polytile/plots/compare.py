@@ -6,9 +6,7 @@ measuring again.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, List, Mapping, Optional, Tuple
 
 from ..errors import PlotError
@@ -31,11 +29,7 @@ class _Row:
 
 def _rows(result) -> Tuple[List[_Row], Mapping[str, Any]]:
     """The rows and provenance of a CompareResult, its JSON document, or the path of that JSON file."""
-    if isinstance(result, (str, Path)):
-        try:
-            result = json.loads(Path(result).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise PlotError(f"cannot read compare results from {result}: {exc}") from None
+    result = _mpl.read_document(result, "compare results")
     if hasattr(result, "rows") and hasattr(result, "provenance"):
         return [_Row(r.name, r.median, r.min, r.max, r.speedup, r.check) for r in result.rows], result.provenance
     if isinstance(result, Mapping) and isinstance(result.get("rows"), list):

@@ -6,10 +6,8 @@ Results of format 2 (before trials carried time stamps) draw everything but the 
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, List, Mapping, Optional, Tuple
 
 from ..errors import PlotError
@@ -35,11 +33,7 @@ class _Trial:
 
 def _read(result) -> Tuple[List[_Trial], Optional[float], Mapping[str, Any]]:
     """The trials, the baseline time and the provenance of a TuneResult, its JSON, or that file."""
-    if isinstance(result, (str, Path)):
-        try:
-            result = json.loads(Path(result).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise PlotError(f"cannot read a tuning result from {result}: {exc}") from None
+    result = _mpl.read_document(result, "a tuning result")
     if hasattr(result, "trials") and hasattr(result, "baseline_time_s"):
         raw = [t.to_json() for t in result.trials]
         baseline, info = result.baseline_time_s, dict(result.info)
