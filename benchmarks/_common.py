@@ -127,13 +127,6 @@ def _step_text(step: Dict[str, Any]) -> str:
     return f"{step['op']}({args})"
 
 
-def measured_peak_gflops() -> Optional[float]:
-    """fp32 GFLOP/s of a pure FMA loop on all threads, or None without a C compiler (polytile.probe)."""
-    from polytile import probe
-
-    return probe.fma_peak_gflops()
-
-
 # Pure interpreter arithmetic: one core's worth of demand, no memory traffic, no threads.  It
 # exits by itself when the benchmark dies without killing it (its parent changes).
 BUSY_CODE = """import os, sys
