@@ -56,14 +56,14 @@ def specialization_key(program: ir.Program, shapes, dtypes, sizes, options: Opti
     >>> len(k), k == specialization_key(p, [(5,)], ["float32"], {}, Options.make(hardware=None))
     (64, False)
     """
-    cfg = get_config()
-    flags = options.cflags if options.cflags is not None else cfg.cflags
     parts = {
         "format": SPEC_FORMAT, "polytile": __version__, "code": code_fingerprint(), "program": str(program),
         "shapes": [[int(n) for n in s] for s in shapes], "dtypes": [np.dtype(d).name for d in dtypes],
         "sizes": sorted([k, repr(v)] for k, v in sizes.items()), "options": options.fingerprint(),
     }
     if compiler:
+        cfg = get_config()
+        flags = options.cflags if options.cflags is not None else cfg.cflags
         parts.update({"cc": runtime.resolve_compiler(cfg.cc), "cc_version": runtime.compiler_version(cfg.cc),
                       "cflags": list(flags)})
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
