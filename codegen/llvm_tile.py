@@ -140,6 +140,7 @@ def _copy(gen, buf: pack_mod.PackBuffer) -> None:
     def hi(d):
         return smin(gen.b.add(origin[d], ir.Constant(I64, buf.size[d])), ir.Constant(I64, shape[d]))
 
+    pf_step = pack_mod.row_prefetch_step(buf)
     if D_ == n - 1:
         loops = [("axis", d) for d in range(n) if d != D_] + [("block", D_), ("lane", D_)]
     else:
@@ -175,9 +176,27 @@ def _copy(gen, buf: pack_mod.PackBuffer) -> None:
 
             def lane(v):
                 state["l"] = v
+                if pf_step:
+                    _prefetch_row(gen, buf, x, state, origin, lo, hi, pf_step)
                 level(i + 1)
             gen.loop(first, last, lane)
     level(0)
+
+
+def _prefetch_row(gen, buf: pack_mod.PackBuffer, x: Dict[int, ir.Value], state, origin, lo, hi, step: int) -> None:
+    """:func:`.pack._row_prefetch` in LLVM IR: read-prefetch the row one block further on, if inside the array."""
+    b = gen.b
+    n, D_ = len(buf.size), buf.dim
+    ahead = b.add(b.add(b.add(origin[D_], b.mul(state["b"], ir.Constant(I64, buf.block))), state["l"]),
+                  ir.Constant(I64, buf.block))
+    fn = gen.body.intrinsic("llvm.prefetch.p0", ir.VoidType(), [I8P, I32, I32, I32])
+
+    def line(y: ir.Value) -> None:
+        index = [x[d] for d in range(D_)] + [ahead, y]
+        ptr = gen.b.bitcast(gen.body.address(buf.array.name, index), I8P)
+        gen.b.call(fn, [ptr, ir.Constant(I32, 0), ir.Constant(I32, 3), ir.Constant(I32, 1)])
+    gen.when(b.icmp_signed("<", ahead, ir.Constant(I64, buf.array.shape[D_])),
+             lambda: gen.loop(lo(n - 1), hi(n - 1), line, ir.Constant(I64, step)))
 
 
 # -- register tiles -----------------------------------------------------------------------
@@ -250,6 +269,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
     for r in range(MR):
         for v in range(NV):
             gen.b.store(vload(out_ptr[r][v]), acc[r][v])
+    _prefetch_next_block(gen, body, MR, NR, V, at, iname)
     packed = microkernel.packed_loads(gen.packed, plan.per_r, plan.per_v, iname, jname, MR, NR, plan.red_iters)
     bases: Dict[B.Load, ir.Value] = {}
     aligned = ir.Constant(I1, 1)
@@ -347,6 +367,29 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
     for r in range(MR):
         for v in range(NV):
             gen.b.store(gen.b.load(acc[r][v]), gen.b.bitcast(out_ptr[r][v], vt.as_pointer()), align=align)
+
+
+def _prefetch_next_block(gen, body, MR: int, NR: int, V: int, at, iname: str) -> None:
+    """The C target's :func:`.microkernel.next_block_prefetch`: ``llvm.prefetch`` (write, L2) of the
+    accumulator block ``MR`` rows further on, when those rows are inside the array."""
+    array = gen.arrays[body.array]
+    cells, checks, axes = microkernel.next_rows(body.index, iname, MR, NR, V, D.width(array.dtype) // 8)
+    if not cells:
+        return
+    b = gen.b
+    inside = ir.Constant(I1, 1)
+    for r in checks:
+        for d in axes:
+            e = gen.body.as_type(body.index[d], "int64", at(r, 0))
+            inside = b.and_(inside, b.and_(b.icmp_signed(">=", e, ir.Constant(I64, 0)),
+                                           b.icmp_signed("<", e, ir.Constant(I64, array.shape[d]))))
+
+    def prefetch() -> None:
+        fn = gen.body.intrinsic("llvm.prefetch.p0", ir.VoidType(), [I8P, I32, I32, I32])
+        for r, v in cells:
+            ptr = gen.b.bitcast(gen.body.access(body.array, body.index, at(r, v)), I8P)
+            gen.b.call(fn, [ptr, ir.Constant(I32, 1), ir.Constant(I32, 2), ir.Constant(I32, 1)])
+    gen.when(inside, prefetch)
 
 
 def _shift(gen, where: Dict[str, ir.Value], iname: str, jname: str) -> Dict[str, ir.Value]:

@@ -55,3 +55,40 @@ def test_micro_kernels_match_the_oracle_on_odd_shapes(name, dtype, hw_name):
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
     assert "regtile" in k.specialize(*arrays).schedule.describe()
+
+
+def _prefetch_guards(source: str, array: str):
+    """The condition of the ``if`` that encloses each prefetch of ``array`` (the nearest one above it)."""
+    import re
+    lines, out = source.splitlines(), []
+    for n, line in enumerate(lines):
+        if f"__builtin_prefetch(&{array}[" in line:
+            up = next(x for x in reversed(lines[:n + 1]) if x.strip().startswith("if ("))
+            out.append(re.match(r"\s*if \((.*)\)\s*(\{.*)?$", up).group(1))
+    return out
+
+
+@pytest.mark.parametrize("m", [64, 100, 131])
+def test_next_block_prefetch_stays_inside_the_output(m):
+    """The register tile prefetches the accumulator rows of the next row block (issue 14: SGEMM's
+    C tiles came from memory at every kc step); the address is formed only when those rows exist.
+    Evaluate the emitted guard for every block start: true exactly when rows i0+MR .. i0+2MR-1 < M."""
+    import re
+    src = polytile.compile("examples/matmul.tile", hardware="x86-avx512").source(shapes=[(m, 300), (300, 256)])
+    guards = _prefetch_guards(src, "C")
+    assert guards, "no guarded prefetch of the output block"
+    rows = sorted({int(x) for x in re.findall(r"\(pt_i0 \+ (\d+)\)", guards[0])})
+    mr = rows[0]
+    assert rows == [mr, 2 * mr - 1], guards[0]
+    cond = guards[0].replace("&&", " and ")
+    for i0 in range(0, m, mr):
+        assert eval(cond, {"pt_i0": i0}) == (i0 + 2 * mr - 1 < m), (i0, cond)
+
+
+@pytest.mark.parametrize("m", [500, 1030])
+def test_transposing_pack_prefetches_rows_inside_the_array(m):
+    """A pack of A[i][k] along i copies short rows: it prefetches the row one block ahead, guarded
+    by the array's row count (no address past the array is formed)."""
+    src = polytile.compile("examples/matmul.tile", hardware="x86-avx512").source(shapes=[(m, 512), (512, 512)])
+    guards = _prefetch_guards(src, "A")
+    assert guards and all(g.endswith(f"< {m}") for g in guards), guards
