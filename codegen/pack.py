@@ -187,7 +187,7 @@ def _row_prefetch(buf: PackBuffer, x: Sequence[str], lo, hi, elem) -> List[cgen.
     n, D = len(buf.size), buf.dim
     last = n - 1
     ahead = f"{buf.origin(D)} + pt_b * {buf.block} + pt_l + {buf.block}"
-    idx = [ahead if d == D else (f"pt_y" if d == last else x[d]) for d in range(n)]
+    idx = [ahead if d == D else ("pt_y" if d == last else x[d]) for d in range(n)]
     loop = cgen.For(f"long pt_y = {lo[last]}", f"pt_y < {hi[last]}", f"pt_y += {step}",
                     cgen.Line(f"__builtin_prefetch(&{elem(idx)}, 0, 3);"))
     return [cgen.If(f"{ahead} < {buf.array.shape[D]}", loop)]
