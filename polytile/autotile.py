@@ -443,16 +443,23 @@ def autotile(s: Schedule, hw, *, predict=None) -> Tuple[Schedule, List[TileConfi
     """
     from . import cost
 
-    bound = None
+    bound = memory = None
     if predict is None:
-        predict = lambda sched, cfg: cost.predict_config(sched, cfg, hw).time_s  # noqa: E731
+        predictions: Dict[TileConfig, object] = {}
+
+        def prediction(cfg: TileConfig):
+            if cfg not in predictions:
+                predictions[cfg] = cost.predict_config(s, cfg, hw)
+            return predictions[cfg]
+        predict = lambda sched, cfg: prediction(cfg).time_s  # noqa: E731
+        memory = lambda cfg: max(prediction(cfg).level_time_s.values(), default=0.0)  # noqa: E731
         bound = lambda c: cost.config_bound(s, c, hw)  # noqa: E731
     chosen: List[TileConfig] = []
     if not isinstance(hw, CPUDescriptor):
         return s, chosen
     for st in contraction_statements(s):
         # Only the first three are tried; the bound spares predicting the configurations that cannot be among them.
-        ranked = rank(s, candidates(s, st, hw), lambda c: predict(s, c), bound=bound, need=3)
+        ranked = rank(s, candidates(s, st, hw), lambda c: predict(s, c), bound=bound, need=3, memory=memory)
         for cfg in ranked[:3]:
             try:
                 s = apply(s, cfg)
@@ -471,7 +478,7 @@ TIE = 0.02
 
 
 def rank(s: Schedule, configs: Sequence[TileConfig], predict, *, bound=None,
-         need: Optional[int] = None) -> List[TileConfig]:
+         need: Optional[int] = None, memory=None) -> List[TileConfig]:
     """Configurations best first: by predicted time, ties broken by how well packing serves them.
 
     Among configurations predicted within :data:`TIE` of each other, prefer
@@ -484,7 +491,13 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict, *, bound=None,
     (3) a longer reduction segment ``kc`` (the accumulator block is loaded
     and stored once per ``kc`` steps, and BLIS sizes ``kc`` so the ``kc x nr``
     sliver fills L1 -- the candidates already respect that), (4) fewer
-    elements copied into packed panels over the run.  The time prediction,
+    elements copied into packed panels over the run, (5) with ``memory`` (a
+    configuration's slowest memory level's predicted time), the most headroom
+    under the compute time: the model overlaps memory traffic with compute
+    perfectly, the cores do not, so of two configurations the roofline calls
+    compute-bound the one further from the memory roof runs faster (a conv2d
+    1x28x28x128 whose filter slivers stay in L1 across all its rows, not only
+    six: 0.67 vs 0.74 ms on the AVX-512 Xeon VM).  The time prediction,
     already at the compute bound for such configurations, does not tell these
     apart; measurements do (see benchmarks/bench_gemm.py).
 
@@ -493,7 +506,7 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict, *, bound=None,
     bound rules out are never predicted.
     """
     if bound is not None and need is not None:
-        return _rank_bounded(s, configs, predict, bound, need)
+        return _rank_bounded(s, configs, predict, bound, need, memory)
     timed = [(predict(c), k, c) for k, c in enumerate(configs)]
     timed.sort(key=lambda x: (x[0], x[1]))
     out: List[TileConfig] = []
@@ -502,11 +515,12 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict, *, bound=None,
         best = rest[0][0]
         tie = [x for x in rest if x[0] <= best * (1 + TIE)]
         rest = [x for x in rest if x[0] > best * (1 + TIE)]
-        out += _break_tie(s, tie)
+        out += _break_tie(s, tie, memory=memory)
     return out
 
 
-def _break_tie(s: Schedule, tie: List[Tuple[float, int, TileConfig]], need: Optional[int] = None) -> List[TileConfig]:
+def _break_tie(s: Schedule, tie: List[Tuple[float, int, TileConfig]], need: Optional[int] = None,
+               memory=None) -> List[TileConfig]:
     """``tie`` ordered by :func:`structure_key` (then time, then position); with ``need``, only its first
     ``need``: the key is lexicographic, so a configuration whose first entry is worse than the
     ``need``-th best first entry cannot be among them and is spared its packing plan."""
@@ -516,11 +530,13 @@ def _break_tie(s: Schedule, tie: List[Tuple[float, int, TileConfig]], need: Opti
         first = [_full_blocks_key(s, x[2]) for x in tie]
         cut = sorted(first)[need - 1]
         tie = [x for x, f in zip(tie, first) if f <= cut]
-    out = [x[2] for x in sorted(tie, key=lambda x: (structure_key(s, x[2]), x[0], x[1]))]
+    out = [x[2] for x in sorted(tie, key=lambda x: (structure_key(s, x[2]), memory(x[2]) if memory else 0.0,
+                                                      x[0], x[1]))]
     return out if need is None else out[:need]
 
 
-def _rank_bounded(s: Schedule, configs: Sequence[TileConfig], predict, bound, need: int) -> List[TileConfig]:
+def _rank_bounded(s: Schedule, configs: Sequence[TileConfig], predict, bound, need: int,
+                  memory=None) -> List[TileConfig]:
     """The first ``need`` entries of ``rank(s, configs, predict)``, predicting only
     configurations whose lower ``bound`` could place them there.
 
@@ -543,7 +559,7 @@ def _rank_bounded(s: Schedule, configs: Sequence[TileConfig], predict, bound, ne
         best = min(pending)[0]
         tie = sorted((x for x in pending if x[0] <= best * (1 + TIE)), key=lambda x: (x[0], x[1]))
         pending = [x for x in pending if x[0] > best * (1 + TIE)]
-        out += _break_tie(s, tie, need - len(out))
+        out += _break_tie(s, tie, need - len(out), memory)
     return out
 
 
