@@ -452,7 +452,7 @@ def autotile(s: Schedule, hw, *, predict=None) -> Tuple[Schedule, List[TileConfi
                 predictions[cfg] = cost.predict_config(s, cfg, hw)
             return predictions[cfg]
         predict = lambda sched, cfg: prediction(cfg).time_s  # noqa: E731
-        memory = lambda cfg: max(prediction(cfg).level_time_s.values(), default=0.0)  # noqa: E731
+        memory = lambda cfg: sum(prediction(cfg).level_time_s.values())  # noqa: E731
         bound = lambda c: cost.config_bound(s, c, hw)  # noqa: E731
     chosen: List[TileConfig] = []
     if not isinstance(hw, CPUDescriptor):
@@ -492,12 +492,12 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict, *, bound=None,
     and stored once per ``kc`` steps, and BLIS sizes ``kc`` so the ``kc x nr``
     sliver fills L1 -- the candidates already respect that), (4) fewer
     elements copied into packed panels over the run, (5) with ``memory`` (a
-    configuration's slowest memory level's predicted time), the most headroom
-    under the compute time: the model overlaps memory traffic with compute
-    perfectly, the cores do not, so of two configurations the roofline calls
-    compute-bound the one further from the memory roof runs faster (a conv2d
-    1x28x28x128 whose filter slivers stay in L1 across all its rows, not only
-    six: 0.67 vs 0.74 ms on the AVX-512 Xeon VM).  The time prediction,
+    configuration's predicted memory time, summed over the levels), the least:
+    the model overlaps memory traffic with compute perfectly, the cores do
+    not, so of two configurations the roofline calls compute-bound the one
+    that moves less data runs faster (a conv2d 1x28x28x128 whose filter
+    slivers stay in L1 across all its rows, not only six: 0.64 vs 0.68 ms
+    best-of on the AVX-512 Xeon VM).  The time prediction,
     already at the compute bound for such configurations, does not tell these
     apart; measurements do (see benchmarks/bench_gemm.py).
 
