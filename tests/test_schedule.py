@@ -281,6 +281,35 @@ def test_fuse_contracts_the_intermediate(rng):
     assert signature.count("void *") == len(params) == 4
 
 
+@pytest.mark.parametrize("dims", ["M=37,K=29,N=53", "M=64,K=64,N=64", "M=8,K=40,N=33"])
+def test_fuse_last_runs_the_epilogue_per_register_block(dims, rng):
+    """fuse_last puts relu(C + B) inside the blocked nest's tile loops, after the block's last k step
+    (issue 14: the epilogue reads the block from L1); the oracle agrees at odd sizes, and the step
+    replays from its JSON."""
+    from polytile import autotile, hardware
+    s = polytile.schedule(path_of("matmul_bias_relu"), dims=dims)
+    cfg = autotile.candidates(s, "S0", hardware.load("x86-avx512"), full_blocks=False)[0]
+    blocked = autotile.apply(s, cfg)
+    depth = blocked.loop_names("S0").index("k")
+    t = blocked.fuse_last("S0", "E1", depth)
+    tree = t.describe().split(")\n", 1)[1]
+    lines = tree.splitlines()
+    e1 = next(k for k, ln in enumerate(lines) if "E1:" in ln)
+    tile_loop = next(k for k, ln in enumerate(lines) if "i_t1" in ln)
+    assert tile_loop < e1 and len(lines[e1]) - len(lines[e1].lstrip()) > len(lines[tile_loop]) - len(lines[tile_loop].lstrip())
+    src = run_checked(t, "matmul_bias_relu", dims, rng)
+    steps = tuple(S.Step.from_json(json.loads(json.dumps(x.to_json()))) for x in t.steps)
+    ins = ints_for("matmul_bias_relu", dims, rng)
+    assert polytile.compile(path_of("matmul_bias_relu"), schedule=steps).source(*ins) == src
+
+
+def test_fuse_last_refuses_a_consumer_of_nothing_the_producer_writes():
+    """Z0 (C = 0) reads nothing S0 writes: there is no last producing instance to run after."""
+    s = sched("matmul_bias_relu", MBR)
+    with pytest.raises(polytile.ScheduleError, match="fuse_last"):
+        S.TRANSFORMS["fuse_last"](s, "S0", "Z0", 1)
+
+
 def test_unfused_keeps_the_intermediate(rng):
     s = sched("matmul_bias_relu", MBR)
     assert S.contracted_bytes(s) == {}

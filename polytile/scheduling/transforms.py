@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+import islpy as isl
+
 
 from ..errors import ScheduleError
 from ..isl_parts import sets_of
@@ -375,6 +377,64 @@ def fuse(s: Schedule, a: str, b: str, depth: Optional[int] = None, *, before: bo
     return _finish(s, stmts, Step.make("fuse", a=a, b=b, depth=depth, before=before))
 
 
+def fuse_last(s: Schedule, a: str, b: str, depth: int) -> Schedule:
+    """Run ``b`` inside ``a``'s outer ``depth`` loops, in the iteration where ``a`` last writes what ``b`` reads.
+
+    Unlike :func:`fuse`, ``b``'s loops need not match ``a``'s: an instance ``e`` of ``b`` takes
+    the outer ``depth`` loops of the lexicographically last instance of ``a`` writing an element
+    ``e`` reads, then runs its own loops after ``a``'s body there:
+
+        T_b(e) = lexmax { T_a(x) : W_a(x) in R_b(e) }  (first ``depth`` loops),  after a,  b's loops
+
+    A blocked contraction's elementwise consumer so runs per register block, right after the
+    block's last reduction step, while the block is still in L1 (issue 14's fused epilogues).
+
+    >>> # C (S0: j_t, k_t, i_t, j_t1, i_t1 | k, i, j) then Y = relu(C + B) (E1: i0, i1):
+    >>> # fuse_last(s, "S0", "E1", 5) -> for j_t, k_t, i_t, j_t1, i_t1: { S0's block; E1 on that block if k_t is last }
+    """
+    sa, sb = s.resolve(a), s.resolve(b)
+    if sa == sb:
+        raise ScheduleError("fuse_last: a statement cannot be fused with itself")
+    la, lb = _loops_in(s, sa), _loops_in(s, sb)
+    if not 1 <= depth <= len(la):
+        raise ScheduleError(f"fuse_last: depth must be between 1 and {len(la)} ({sa} has {len(la)} loops)")
+    p = la[depth - 1][0]
+    inner = p + 1
+    cur = s
+    n = s.n_dims
+    need = inner + 2 * len(lb) + 1
+    if need > n:
+        t = _t(n)
+        extra = need - n
+        cur = s.with_(stmts=_apply(s, [], t, None, t + ["0"] * extra,
+                                   lambda _, ss: list(ss.names) + [None] * extra))
+        n = need
+    scop = cur.scop
+    written = scop.must_writes.intersect_domain(isl.UnionSet.from_set(cur.table[sa].map.domain()))
+    reads = scop.reads.intersect_domain(isl.UnionSet.from_set(cur.table[sb].map.domain()))
+    # b -> the instances of a that write what b reads -> their times; the last one per instance of b.
+    producers = reads.apply_range(written.reverse())
+    last = producers.apply_range(isl.UnionMap.from_map(cur.table[sa].map)).lexmax()
+    if last.is_empty() or not last.domain().is_equal(isl.UnionSet.from_set(cur.table[sb].map.domain())):
+        raise ScheduleError(f"fuse_last: not every instance of {sb} reads something {sa} writes")
+    outer = isl.Map.from_union_map(last).apply_range(range_map(n, _t(n)[:inner]))
+    own = cur.table[sb].map  # b's current time: its loops at their dimensions
+    both = outer.flat_range_product(own)
+    siblings = [g for g in cur.group(sa, inner) if g != sb]
+    beta = max([cur.constant(g, inner) or 0 for g in siblings], default=0) + 1
+    ins = [f"u{d}" for d in range(inner)] + _t(n)
+    outs = ins[:inner] + [str(beta)] + ["0"] * (n - inner - 1)
+    names: List[Optional[str]] = [None] * n
+    for d, nm in la[:depth]:
+        names[d] = nm
+    for k, (db, nb) in enumerate(lb):
+        outs[inner + 1 + 2 * k], names[inner + 1 + 2 * k] = f"t{db}", nb
+    new_map = both.apply_range(range_map(len(ins), outs, ins))
+    stmts = tuple((name, StmtSchedule(new_map.set_tuple_name(isl.dim_type.in_, sb), tuple(names))
+                   if name == sb else ss) for name, ss in cur.stmts)
+    return _finish(s, stmts, Step.make("fuse_last", a=a, b=b, depth=depth))
+
+
 def distribute(s: Schedule, stmt: str, depth: int = 0) -> Schedule:
     """Give ``stmt`` its own loop nest below its outer ``depth`` shared loops (inverse of fuse)."""
     st = s.resolve(stmt)
@@ -583,7 +643,8 @@ def auto_parallel(s: Schedule) -> Schedule:
 
 TRANSFORMS = {
     "interchange": interchange, "reorder": reorder, "tile": tile, "split": split, "skew": skew,
-    "reverse": reverse, "shift": shift, "fuse": fuse, "distribute": distribute, "parallel": parallel,
+    "reverse": reverse, "shift": shift, "fuse": fuse, "fuse_last": fuse_last, "distribute": distribute,
+    "parallel": parallel,
     "vectorize": vectorize, "unroll": unroll, "unmark": unmark, "regtile": regtile, "pack": pack,
     "auto_parallel": auto_parallel,
 }
