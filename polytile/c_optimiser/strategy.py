@@ -5,9 +5,11 @@ A region competes as written, with its index sets split
 (:func:`_scop_options`); each version's base schedules (isl's with the
 asked fusion and, with ``smart`` fusion, isl's unfused one and the original
 order) compete through :func:`_candidates`; each base yields tiled, then
-untiled variants (:func:`_variants`).  Candidates are scored by how many of
-the deepest statements keep a strided or serial innermost loop
-(:func:`stride_penalty`, :func:`serial_penalty`, :func:`simd_penalty`).
+untiled variants (:func:`_variants`).  Bases are scored by :func:`choice_key`:
+strided innermost loops, nests without a parallel loop, extra passes over the
+largest arrays and loops around the parallel loop, in that order (the cost
+model's terms, largest first); versions by :func:`stride_penalty` and
+:func:`simd_penalty`.
 """
 from __future__ import annotations
 
