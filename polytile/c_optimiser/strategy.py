@@ -5,9 +5,11 @@ A region competes as written, with its index sets split
 (:func:`_scop_options`); each version's base schedules (isl's with the
 asked fusion and, with ``smart`` fusion, isl's unfused one and the original
 order) compete through :func:`_candidates`; each base yields tiled, then
-untiled variants (:func:`_variants`).  Candidates are scored by how many of
-the deepest statements keep a strided or serial innermost loop
-(:func:`stride_penalty`, :func:`serial_penalty`, :func:`simd_penalty`).
+untiled variants (:func:`_variants`).  Bases are scored by :func:`choice_key`:
+strided innermost loops, nests without a parallel loop, extra passes over the
+largest arrays and loops around the parallel loop, in that order (the cost
+model's terms, largest first); versions by :func:`stride_penalty` and
+:func:`simd_penalty`.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from .. import deps as deps_mod
 from ..poly.scop import Scop
 from ..scheduling import PARALLEL, SIMD, Schedule, automatic, initial
 from .index_sets import split_index_sets
-from .loop_facts import _REFUSED, vectorisable
+from .loop_facts import _REFUSED, _arrays_of, vectorisable
 from ..cost.parallel_work import drop_small_parallel
 from .marks import distribute_innermost, parallelise, unit_stride_innermost, vector_order, vectorise
 from .tiling import tile_bands
@@ -65,6 +67,45 @@ def simd_penalty(s: Schedule) -> int:
                and not any(m[0] == name and m[1] == ss.loops()[-1][1] and m[2] == SIMD for m in s.marks))
 
 
+def region_penalty(s: Schedule) -> int:
+    """How many loops enclose the outermost parallel loop of each statement with the most iterators, summed
+    (the same statements in every candidate: a tiled schedule gives every statement of a band as many
+    loops, so "most loops" would count more statements in it than in the original order).
+
+    Every iteration of a loop around a parallel loop enters a parallel region again (fork, join
+    barrier: the cost model's ``OMP_REGION_S`` per entry, ``prod(trips[:p])`` entries,
+    :func:`polytile.cost.roofline._parallel_split`): a wavefront over tiles (an outer sequential
+    time loop, a parallel loop inside) pays it ``~n / tile`` times where an outermost parallel loop
+    pays it once.  Statements without a parallel loop count in :func:`serial_penalty` instead.
+    """
+    total = 0
+    for name, ss in _deepest(s, iterators=True):
+        dims = [s.loop_dim(name, m[1]) for m in s.marks if m[0] == name and m[2] == PARALLEL]
+        if dims:
+            total += sum(1 for d, _ in ss.loops() if d < min(dims))
+    return total
+
+
+def reread_penalty(s: Schedule) -> int:
+    """How many extra passes over the largest arrays of the statements with the most iterators the schedule makes.
+
+    Each top-level loop nest (:meth:`Schedule.nests`) that touches an array reads it from memory
+    again once the array outgrows the caches; fusing the nests reads it once.  Only the arrays of the
+    highest rank those statements touch count (a matrix re-read costs as much as the work on it; a vector re-read costs a row of it).  ``A`` touched by three separate nests: 2.
+    """
+    hot = {name for name, _ in _deepest(s, iterators=True)}
+    ranks: dict = {}
+    for name in hot:
+        ranks.update({a: r for a, (_, r) in _arrays_of(s, [name]).items()})
+    top = max(ranks.values(), default=0)
+    big = {a for a, r in ranks.items() if r == top and r >= 1}
+    passes = {a: 0 for a in big}
+    for group, _ in s.nests(loopless=True):
+        for a in set(_arrays_of(s, group)) & big:
+            passes[a] += 1
+    return sum(max(0, n - 1) for n in passes.values())
+
+
 def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int, sizes: Optional[Mapping[str, int]] = None):
     """Candidates from one base schedule, best first: tiled with wavefronts; tiled without; untiled."""
     variants = []
@@ -98,17 +139,45 @@ def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int, size
         yield s, local
 
 
+#: The criteria bases are compared by, in order (see :func:`choice_key`): what each costs in the cost
+#: model's terms, largest first -- a strided or chained innermost loop runs scalar code
+#: (``EFF_SCALAR / lanes`` of peak against ``EFF_VECTOR``: 3-8x), a nest without a parallel loop runs on
+#: one core, a matrix read in another pass is another sweep over memory (a memory-bound kernel's whole
+#: time), a parallel loop inside another loop pays a parallel region (``OMP_REGION_S``) per iteration.
+CRITERIA = ("strided innermost loops", "nests without a parallel loop", "extra passes over the largest arrays",
+            "loops around the parallel loop")
+
+
+def choice_key(s: Schedule) -> Tuple[int, int, int, int]:
+    """How a candidate's deepest statements fare on each of :data:`CRITERIA` (lower is better):
+    :func:`stride_penalty`, :func:`serial_penalty`, :func:`reread_penalty`, :func:`region_penalty`.
+
+    All four are read from the schedule itself, so they hold for any size of the parameters (the
+    cost model's roofline (:func:`polytile.cost.predict`) needs concrete trip counts, and at the
+    sizes of a real run its footprint counting of a whole region takes minutes).
+    """
+    return stride_penalty(s), serial_penalty(s), reread_penalty(s), region_penalty(s)
+
+
+def _describe(label: str, key: Tuple[int, ...]) -> str:
+    return f"{label} (" + ", ".join(f"{v} {c}" for v, c in zip(key, CRITERIA)) + ")"
+
+
 def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str],
                 sizes: Optional[Mapping[str, int]] = None):
     """Schedules to try, best first.
 
     With ``smart`` fusion, isl's fused schedule competes with isl's unfused
-    one and with the original loop order: the first of them (in that order)
-    whose optimised form leaves the fewest deepest statements with a strided
-    innermost loop (:func:`stride_penalty`), then the fewest without any
-    parallel loop (:func:`serial_penalty`), is tried first.  isl's fusion can
-    skew a reduction so that it walks a column (covariance's column means),
-    where the unfused or original order keeps rows innermost.
+    one and with the original loop order: the optimised form of each is
+    scored by :func:`choice_key` and the lowest key is tried first, ties going
+    to the earlier base (in that order).  isl's fusion can skew a reduction so
+    that it walks a column (covariance's column means, 2mm's ``tmp[i][j] +=
+    A[i][k] * B[k][j]`` fused with the next product keeps ``k`` innermost), or
+    fuse sweeps in different directions under a wavefront (gemver: every
+    innermost loop strided, a parallel region per wavefront step), where the
+    unfused or original order keeps rows innermost and an outermost parallel
+    loop; fusion that saves a pass over a matrix without costing either (atax,
+    gesummv) is kept.
     """
     bases = [(fusion, _base_schedule(scop, deps, fusion, notes))]
     if fusion == "smart":
@@ -122,12 +191,16 @@ def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes
     for label, base in bases:
         gen = _variants(base, tile=tile, parallel=parallel, l2_bytes=l2_bytes, sizes=sizes)
         first = next(gen)
-        firsts.append(((stride_penalty(first[0]), serial_penalty(first[0])), len(firsts), label, first, gen))
+        firsts.append((choice_key(first[0]), len(firsts), label, first, gen))
     firsts.sort(key=lambda x: (x[0], x[1]))
     if firsts[0][2] != fusion:
-        (won_s, won_p), (mine_s, mine_p) = firsts[0][0], next(f[0] for f in firsts if f[2] == fusion)
-        notes.append(f"{firsts[0][2]} chosen over isl's {fusion} fusion: of the deepest statements {won_s} with a "
-                     f"strided innermost loop and {won_p} without a parallel loop, instead of {mine_s} and {mine_p}")
+        mine = next(f for f in firsts if f[2] == fusion)
+        notes.append(f"{firsts[0][2]} chosen over isl's {fusion} fusion: of the deepest statements, "
+                     f"{_describe(firsts[0][2], firsts[0][0])} against {_describe(fusion, mine[0])}")
+    else:
+        others = [f for f in firsts if f[2] != fusion]
+        notes.append(f"isl's {fusion} fusion kept: {_describe(fusion, firsts[0][0])}; "
+                     + "; ".join(_describe(f[2], f[0]) for f in others))
     for _, _, _, first, gen in firsts:
         yield first
         yield from gen
