@@ -178,6 +178,9 @@ SPECS: Dict[str, dict] = {
     # bases 0..3 (A, C, G, U), so that some pairs sum to 3 and score
     "nussinov.c": dict(sizes={"n": 9}, ints=lambda name, shape, dtype, rng: rng.integers(0, 4, shape)),
     "deriche.c": dict(sizes={"w": 7, "h": 9}, scalars={"alpha": 0.25}),
+    "gemm-split.c": dict(sizes={"ni": 7, "nj": 6, "nk": 5}, scalars={"alpha": 1.5, "beta": 1.2}),
+    "2mm-init.c": dict(sizes={"ni": 6, "nj": 5, "nk": 7, "nl": 4}, scalars={"alpha": 1.5, "beta": 1.2}),
+    "syrk-lower.c": dict(sizes={"n": 6, "m": 5}, scalars={"alpha": 1.5, "beta": 1.2}),
 }
 
 
