@@ -1,16 +1,16 @@
 /* adi: alternating-direction implicit solver of 2-D heat diffusion.  Each time step solves one
  * tridiagonal system per column (into v), then one per row (back into u), each by a forward
  * elimination (p, q along j) and a back substitution (j decreasing).  The coefficients are scalars
- * computed inside the region, so every statement reads them. */
+ * computed inside the region (from the sizes, through casts), so every statement reads them. */
 void kernel_adi(int tsteps, int n, double u[restrict n][n], double v[restrict n][n], double p[restrict n][n],
                 double q[restrict n][n])
 {
   double dx, dy, dt, b1, b2, mul1, mul2, a, b, c, d, e, f;
   int t, i, j;
 #pragma scop
-  dx = 1.0 / n;
-  dy = 1.0 / n;
-  dt = 1.0 / tsteps;
+  dx = 1.0 / (double)n;
+  dy = 1.0 / (double)n;
+  dt = 1.0 / (double)tsteps;
   b1 = 2.0;
   b2 = 1.0;
   mul1 = b1 * dt / (dx * dx);
