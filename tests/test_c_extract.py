@@ -142,7 +142,8 @@ def _spd(name, shape, dtype, rng):
     return m @ m.T + shape[0] * np.eye(shape[0])
 
 
-#: kernel -> sizes (None: the file's macros), special inputs, scalar arguments, global arrays
+#: kernel -> sizes (None: the file's macros), special inputs (init: floating arrays, ints: integer
+#: arrays), scalar arguments, global arrays
 SPECS: Dict[str, dict] = {
     "gemm.c": dict(sizes={"ni": 7, "nj": 6, "nk": 5}),
     "2mm.c": dict(sizes=None, assume_no_alias=True),
@@ -168,6 +169,18 @@ SPECS: Dict[str, dict] = {
     "3mm.c": dict(sizes=None, assume_no_alias=True),
     "gemver.c": dict(sizes={"n": 7}, scalars={"alpha": 1.5, "beta": 1.2}),
     "mvt.c": dict(sizes={"n": 7}),
+    "bicg.c": dict(sizes={"m": 7, "n": 6}),
+    "symm.c": dict(sizes={"m": 6, "n": 7}, scalars={"alpha": 1.5, "beta": 1.2}),
+    "syr2k.c": dict(sizes={"n": 6, "m": 5}, scalars={"alpha": 1.5, "beta": 1.2}),
+    "ludcmp.c": dict(sizes={"n": 7}, init=_diag_dominant),
+    "correlation.c": dict(sizes={"m": 5, "n": 8}, scalars={"float_n": 8.0}),
+    "adi.c": dict(sizes={"tsteps": 3, "n": 9}),
+    # bases 0..3 (A, C, G, U), so that some pairs sum to 3 and score
+    "nussinov.c": dict(sizes={"n": 9}, ints=lambda name, shape, dtype, rng: rng.integers(0, 4, shape)),
+    "deriche.c": dict(sizes={"w": 7, "h": 9}, scalars={"alpha": 0.25}),
+    "gemm-split.c": dict(sizes={"ni": 7, "nj": 6, "nk": 5}, scalars={"alpha": 1.5, "beta": 1.2}),
+    "2mm-init.c": dict(sizes={"ni": 6, "nj": 5, "nk": 7, "nl": 4}, scalars={"alpha": 1.5, "beta": 1.2}),
+    "syrk-lower.c": dict(sizes={"n": 6, "m": 5}, scalars={"alpha": 1.5, "beta": 1.2}),
 }
 
 
@@ -183,12 +196,13 @@ def _sizes(path: Path, spec: dict) -> Dict[str, int]:
 
 def _inputs(cs: CScop, spec: dict, rng) -> Dict[str, np.ndarray]:
     init: Callable = spec.get("init") or (lambda name, shape, dtype, rng: rng.uniform(0.5, 1.5, shape))
+    ints: Callable = spec.get("ints") or (lambda name, shape, dtype, rng: rng.integers(1, 50, shape))
     out = {}
     for a in cs.scop.arrays:
         if not a.shape:
             continue  # a scalar of the function, not an argument
         if np.dtype(a.dtype).kind in "iu":
-            out[a.name] = rng.integers(1, 50, a.shape).astype(a.dtype)
+            out[a.name] = np.asarray(ints(a.name, a.shape, a.dtype, rng)).astype(a.dtype)
         else:
             out[a.name] = np.asarray(init(a.name, a.shape, a.dtype, rng), dtype=a.dtype)
     return out

@@ -63,9 +63,20 @@ OPT_SIZES: Dict[str, Optional[Dict[str, int]]] = {
     "3mm.c": None,
     "gemver.c": {"n": 45},
     "mvt.c": {"n": 45},
+    "bicg.c": {"m": 45, "n": 38},
+    "symm.c": {"m": 40, "n": 37},
+    "syr2k.c": {"n": 40, "m": 35},
+    "ludcmp.c": {"n": 45},
+    "correlation.c": {"m": 33, "n": 40},
+    "adi.c": {"tsteps": 5, "n": 40},
+    "nussinov.c": {"n": 45},
+    "deriche.c": {"w": 45, "h": 38},
+    "gemm-split.c": {"ni": 37, "nj": 41, "nk": 35},
+    "2mm-init.c": {"ni": 37, "nj": 41, "nk": 35, "nl": 39},
+    "syrk-lower.c": {"n": 40, "m": 35},
 }
-#: scalar arguments that follow the sizes (covariance's float_n is n as a double)
-OPT_SCALARS = {"covariance.c": {"float_n": 40.0}}
+#: scalar arguments that follow the sizes (covariance's and correlation's float_n is n as a double)
+OPT_SCALARS = {"covariance.c": {"float_n": 40.0}, "correlation.c": {"float_n": 40.0}}
 CASES: Dict[str, dict] = {k: {**SPECS[k], "sizes": OPT_SIZES[k], **({"scalars": OPT_SCALARS[k]} if k in OPT_SCALARS else {})}
                           for k in SPECS}
 STENCILS = ("jacobi-1d.c", "jacobi-2d.c", "seidel-2d.c", "fdtd-2d.c", "heat-3d.c")
