@@ -87,7 +87,8 @@ def region_penalty(s: Schedule) -> int:
 
 
 def reread_penalty(s: Schedule) -> int:
-    """How many extra passes over the largest arrays of the statements with the most iterators the schedule makes.
+    """How many extra passes over the largest arrays of the statements with the most iterators the schedule makes,
+    when those statements do about as much work as their arrays have elements (no more loops than dimensions).
 
     Each top-level loop nest (:meth:`Schedule.nests`) that touches an array reads it from memory
     again once the array outgrows the caches; fusing the nests reads it once.  Only the arrays of the
@@ -98,6 +99,14 @@ def reread_penalty(s: Schedule) -> int:
     for name in hot:
         ranks.update({a: r for a, (_, r) in _arrays_of(s, [name]).items()})
     top = max(ranks.values(), default=0)
+    depth = max((len(s.scop.statement(name).iters) for name in hot), default=0)
+    if depth > top:
+        # More loops than the arrays have dimensions: every element is reused across a loop (syrk's
+        # n^2 m multiply-adds over n^2 + nm elements), so one more sweep over an array is small
+        # against the work, and the locality tiling gives counts for more.  Fusing such nests to
+        # save a pass can cost the tiling (syrk's original order: one untileable nest, 3.5x slower
+        # than isl's unfused, tiled one).
+        return 0
     big = {a for a, r in ranks.items() if r == top and r >= 1}
     passes = {a: 0 for a in big}
     for group, _ in s.nests(loopless=True):
