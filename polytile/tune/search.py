@@ -431,13 +431,22 @@ class _Search:
                 # The model's order with autotile's tie-break, so the first trial is the
                 # configuration `polytile compile` would use (the untuned-by-measurement default).
                 normal = autotile.rank(self.base, normal,
-                                       lambda c: self.preds[c] if self.preds[c] is not None else math.inf)
+                                       lambda c: self.preds[c] if self.preds[c] is not None else math.inf,
+                                       memory=lambda c: self._memory(c, hw))
                 sc = [self.preds[c] if self.preds[c] is not None else math.inf for c in normal]
             else:
                 sc = [float(k) for k in range(len(normal))]
             self.spaces.append(space)
             self.ranked_cands.append(normal)
             self.scores.append(sc)
+
+    def _memory(self, c: TileConfig, hw) -> float:
+        """autotile's tie-break key (:func:`polytile.autotile.memory_time`) for ``c``; inf where the model fails."""
+        from .. import cost
+        try:
+            return autotile.memory_time(cost.predict_config(self.base, c, hw))
+        except Exception:  # noqa: BLE001 - the model not covering a case should not stop tuning
+            return math.inf
 
     def _model_top_k(self) -> None:
         """1. the model's top k, ``size`` at a time."""
