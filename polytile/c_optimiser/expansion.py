@@ -57,6 +57,16 @@ class Expansion:
     after: str
     notes: Tuple[str, ...]
 
+    def wrap(self, code: str) -> str:
+        """``code`` (generated for :attr:`scop`) with the declarations after its AST macros and the
+        copy-back after it.
+
+        >>> Expansion(None, "double w_x[n]; ", "w = w_x[0];", ()).wrap("{ }")[len(REGION_PRELUDE):]
+        'double w_x[n]; { }\\nw = w_x[0];'
+        """
+        rest = code[len(REGION_PRELUDE):] if code.startswith(REGION_PRELUDE) else code
+        return REGION_PRELUDE + self.before + rest.rstrip("\n") + "\n" + self.after
+
 
 @dataclass(frozen=True)
 class _Web:
@@ -333,7 +343,7 @@ def expand_scalars(scop: Scop, scalars: Sequence[str], dead_after: Sequence[str]
         return None
     new_scop = Scop.build(scop.name, [stmts[st.name] for st in scop.statements], arrays,
                           context=scop.context, schedule=scop.schedule)
-    before = REGION_PRELUDE + "\n".join(decls) + "\n"
+    before = "\n".join(decls) + "\n"
     return Expansion(new_scop, before, "\n".join(after) + ("\n" if after else ""), tuple(notes))
 
 

@@ -194,7 +194,7 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
             res.schedule = s
             head = "/* polytile opt: " + " -> ".join(str(st) for st in s.steps) + " */\n"
             if expansion is not None:  # the expanded scalars' arrays, and live-out values put back
-                code = expansion.before + code.rstrip("\n") + "\n" + expansion.after
+                code = expansion.wrap(code)
             res.text = cs.wrap(head + code)
             return res
     if steps is not None and isinstance(last_error, _CodegenTimeout):
