@@ -195,3 +195,36 @@ double f(int n, double a[restrict n], double t)
     assert set(cs.dead_after) == {"w", "t", "v"}
     ex = expand_scalars(cs.scop, cs.scalars, cs.dead_after, cs.taken)
     assert ex is not None and "u = u_x[n - 1];" in ex.after and "w =" not in ex.after
+
+
+# Temporaries of a typedef'd and an unsigned type: the expanded arrays are declared with the scalars'
+# own C types (float arithmetic stays float, the unsigned shift stays logical).
+TYPED = """typedef float real;
+void typed(int n, int m, float a[restrict n][m], unsigned b[restrict m][n], float c[restrict m][n])
+{
+  real r;
+  unsigned h;
+#pragma scop
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < m; j++) {
+      r = a[i][j] * 0.1f;
+      h = (unsigned) (a[i][j] * 1000.0f);
+      c[j][i] = r * r + r;
+      b[j][i] = h ^ (h >> 3);
+    }
+#pragma endscop
+}
+"""
+
+
+@needs_cc
+def test_expanded_arrays_keep_the_scalars_declared_types(tmp_path, rng):
+    path, out, res = _optimise(tmp_path, "typed", TYPED)
+    [cs] = extract(path)
+    assert cs.scalar_types == {"r": "real", "h": "unsigned"}
+    assert "expanded" in _notes(res)
+    assert "real r_x[" in res.text and "unsigned h_x[" in res.text
+    n, m = 33, 37
+    arrays = {"a": rng.uniform(0, 1, (n, m)).astype(np.float32), "b": np.zeros((m, n), np.uint32),
+              "c": np.zeros((m, n), np.float32)}
+    _bitwise(tmp_path, path, out, "typed", arrays, [n, m])

@@ -236,6 +236,17 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
                 out.append(name)
         return tuple(out)
 
+    def scalar_types(self, scalars: Sequence[str]) -> Dict[str, str]:
+        """The C type each of ``scalars`` is declared with (``double``, ``unsigned long``, a typedef's
+        name), without qualifiers: what a generated copy of it (an expanded array) is declared as."""
+        out = {}
+        for name in scalars:
+            sym = self.lookup(name)
+            decl = None if sym is None else sym.decl
+            if isinstance(decl, c_ast.Decl) and isinstance(decl.type, c_ast.TypeDecl):
+                out[name] = _c(decl.type.type)
+        return out
+
     def item(self, node: c_ast.Node, ctx: _Ctx, seq: _Seq) -> None:
         if isinstance(node, c_ast.Compound):
             for it in node.block_items or []:

@@ -29,12 +29,12 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import islpy as isl
 
 from ..codegen.c import REGION_PRELUDE
-from ..codegen.c_expr import ctype
+from ..dtypes import C_TYPES
 from ..isl_parts import maps_of, sets_of
 from ..poly import body as B
 from ..poly.scop import Array, Scop, Statement
@@ -280,11 +280,12 @@ def _copy_back(scop: Scop, scalar: str, web: _Web, new: str, build: isl.AstBuild
 
 
 def expand_scalars(scop: Scop, scalars: Sequence[str], dead_after: Sequence[str] = (),
-                   taken=frozenset()) -> Optional[Expansion]:
+                   taken=frozenset(), types: Optional[Mapping[str, str]] = None) -> Optional[Expansion]:
     """``scop`` with the webs of ``scalars`` that can and may usefully be expanded, or None when none.
 
     ``dead_after``: the scalars whose final value no one reads (no copy-back);
-    ``taken``: identifiers the new arrays' names must avoid.
+    ``taken``: identifiers the new arrays' names must avoid; ``types``: the C type of each scalar as
+    declared (default: from its dtype; a scalar of neither is not expanded).
 
     >>> # ludcmp: S3[i, j]: w = A[i][j]; S4[i, j, k]: w -= A[i][k] * A[k][j]; S5[i, j]: A[i][j] = w;
     >>> # expand_scalars(scop, ["w"], ["w"]).scop: w_x[j] in S3..S5, ``double w_x[n];`` in ``before``
@@ -309,6 +310,9 @@ def expand_scalars(scop: Scop, scalars: Sequence[str], dead_after: Sequence[str]
     conflicts = _time_conflicts(scop, all_flow) if flows else []
     for scalar, (flow, live_in) in flows.items():
         arr = scop.array(scalar)
+        ctext = (types or {}).get(scalar) or C_TYPES.get(arr.dtype)
+        if ctext is None:
+            continue
         for group in _webs(scop, scalar, flow):
             if any(not live_in.extract_set(stmts[n].domain.get_space()).is_empty() for n in group):
                 continue  # a read takes the value from before the region
@@ -329,7 +333,7 @@ def expand_scalars(scop: Scop, scalars: Sequence[str], dead_after: Sequence[str]
                 continue
             taken.add(new)
             sizes = [build.expr_from_pw_aff(e.coalesce()).to_C_str() for _, e in keep]
-            decls.append(f"{ctype(arr.dtype)} {new}{''.join(f'[{s}]' for s in sizes)};")
+            decls.append(f"{ctext} {new}{''.join(f'[{s}]' for s in sizes)};")
             if back:
                 after.append(back)
             for n in group:

@@ -163,7 +163,7 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
         # The file's macro values size the work of its loops (the code stays written in the macros).
         options = _scop_options(scop, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
                                 notes=res.notes, sizes=cs.macros, scalars=cs.scalars, dead_after=cs.dead_after,
-                                taken=cs.taken)
+                                taken=cs.taken, types=cs.scalar_types)
     last_error: Optional[Exception] = None
     deadline = time.monotonic() + CODEGEN_SECONDS
     for use_scop, cands, extra_notes, expansion in options:

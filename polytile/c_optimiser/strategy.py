@@ -145,7 +145,7 @@ def in_order(scop: Scop) -> Optional[Scop]:
 
 def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str],
                   sizes: Optional[Mapping[str, int]] = None, scalars: Sequence[str] = (),
-                  dead_after: Sequence[str] = (), taken=frozenset()):
+                  dead_after: Sequence[str] = (), taken=frozenset(), types: Optional[Mapping[str, str]] = None):
     """``[(scop, candidates, notes, expansion), ...]`` best first, for :func:`optimize_region` to try in turn.
 
     The versions of the region compete: as written, with its index sets
@@ -187,7 +187,7 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
                 score = max(score, simd_penalty(first[0]))
             options.append((score, len(options), what, version, itertools.chain([first], cands), vnotes + local,
                             None, serial_penalty(first[0])))
-    expanded = _expanded_option(scop, options, scalars, dead_after, taken, tile=tile, parallel=parallel,
+    expanded = _expanded_option(scop, options, scalars, dead_after, taken, types, tile=tile, parallel=parallel,
                                 fusion=fusion, l2_bytes=l2_bytes, sizes=sizes)
     if expanded is not None:
         options.append(expanded)
@@ -198,13 +198,13 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
     return [(o[3], o[4], o[5], o[6]) for o in options]
 
 
-def _expanded_option(scop: Scop, options, scalars, dead_after, taken, **kw):
+def _expanded_option(scop: Scop, options, scalars, dead_after, taken, types, **kw):
     """The option of :func:`_scop_options` with the region's scalars expanded, when it beats every other
     (its score then sorts it first); None otherwise.  Reductions marked for reassociation keep the
     scalar they accumulate into (the reordering is the other option's business)."""
     if not scalars or in_order(scop) is not None or not options:
         return None
-    ex = expand_scalars(scop, scalars, dead_after, taken)
+    ex = expand_scalars(scop, scalars, dead_after, taken, types)
     if ex is None:
         return None
     local: List[str] = []
