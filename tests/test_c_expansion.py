@@ -37,7 +37,7 @@ LU_SWEEP = """void lu_sweep(int n, double A[restrict n][n])
     for (int c = r; c < n; c++) {
       w = A[r][c];
       for (int p = 0; p < r; p++)
-        w = w - A[r][p] * A[p][c];
+        w -= A[r][p] * A[p][c];
       A[r][c] = w;
     }
   }
@@ -92,10 +92,10 @@ NESTED = """void nested(int n, int m, double a[restrict n][m], double b[restrict
 """
 
 
-def _optimise(tmp_path: Path, name: str, text: str):
+def _optimise(tmp_path: Path, name: str, text: str, reassociate: bool = False):
     path = tmp_path / f"{name}.c"
     path.write_text(text)
-    out, results = optimize_regions(path, cache=False)
+    out, results = optimize_regions(path, cache=False, reassociate=reassociate)
     return path, out, results[0]
 
 
@@ -124,8 +124,10 @@ def _bitwise(tmp_path, path, out, fn, arrays, ints, restype=None):
 
 
 @needs_cc
-def test_lu_sweep_expands_w_along_the_column_loop_and_interchanges(tmp_path, rng):
-    path, out, res = _optimise(tmp_path, "lu", LU_SWEEP)
+@pytest.mark.parametrize("reassociate", [False, True])
+def test_lu_sweep_expands_w_along_the_column_loop_and_interchanges(tmp_path, rng, reassociate):
+    """With reassociation too, the expansion is made of the in-order version: still bitwise."""
+    path, out, res = _optimise(tmp_path, "lu", LU_SWEEP, reassociate)
     assert "w expanded along c into w_x" in _notes(res)
     # the update's p loop now runs outside the column loop: the innermost loop is unit stride
     assert "order=['p', 'c']" in res.text

@@ -200,11 +200,12 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
 
 def _expanded_option(scop: Scop, options, scalars, dead_after, taken, types, **kw):
     """The option of :func:`_scop_options` with the region's scalars expanded, when it beats every other
-    (its score then sorts it first); None otherwise.  Reductions marked for reassociation keep the
-    scalar they accumulate into (the reordering is the other option's business)."""
-    if not scalars or in_order(scop) is not None or not options:
+    (its score then sorts it first); None otherwise.  Reductions marked for reassociation keep their
+    order: the expansion is made of the in-order version (reordering is the other options'
+    business)."""
+    if not scalars or not options:
         return None
-    ex = expand_scalars(scop, scalars, dead_after, taken, types)
+    ex = expand_scalars(in_order(scop) or scop, scalars, dead_after, taken, types)
     if ex is None:
         return None
     local: List[str] = []
