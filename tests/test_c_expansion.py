@@ -230,3 +230,12 @@ def test_expanded_arrays_keep_the_scalars_declared_types(tmp_path, rng):
     arrays = {"a": rng.uniform(0, 1, (n, m)).astype(np.float32), "b": np.zeros((m, n), np.uint32),
               "c": np.zeros((m, n), np.float32)}
     _bitwise(tmp_path, path, out, "typed", arrays, [n, m])
+
+
+def test_lu_temp_kernel_expands_only_the_web_of_the_free_column_loop():
+    """tests/c_kernels/lu-temp.c (bitwise-checked with every kernel in test_c_opt): of t's three webs
+    only the one in the c loop of U's row is expanded; the others' loops carry the updates of M and z."""
+    [cs] = extract(KERNELS / "lu-temp.c")
+    ex = expand_scalars(cs.scop, cs.scalars, cs.dead_after, cs.taken, cs.scalar_types)
+    assert ex is not None and ex.notes == ("t expanded along c into t_x in S3, S4, S5",)
+    assert ex.before == "double t_x[n];\n" and ex.after == ""

@@ -168,6 +168,7 @@ SPECS: Dict[str, dict] = {
     "3mm.c": dict(sizes=None, assume_no_alias=True),
     "gemver.c": dict(sizes={"n": 7}, scalars={"alpha": 1.5, "beta": 1.2}),
     "mvt.c": dict(sizes={"n": 7}),
+    "lu-temp.c": dict(sizes={"n": 7}, init=_diag_dominant),
 }
 
 

@@ -63,6 +63,7 @@ OPT_SIZES: Dict[str, Optional[Dict[str, int]]] = {
     "3mm.c": None,
     "gemver.c": {"n": 45},
     "mvt.c": {"n": 45},
+    "lu-temp.c": {"n": 45},
 }
 #: scalar arguments that follow the sizes (covariance's float_n is n as a double)
 OPT_SCALARS = {"covariance.c": {"float_n": 40.0}}
