@@ -34,7 +34,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 import islpy as isl
 
 from ..codegen.c import REGION_PRELUDE
-from ..dtypes import C_TYPES
+from ..codegen.c_expr import ctype
+from ..errors import InternalError
 from ..isl_parts import maps_of, sets_of
 from ..poly import body as B
 from ..poly.scop import Array, Scop, Statement
@@ -310,7 +311,7 @@ def expand_scalars(scop: Scop, scalars: Sequence[str], dead_after: Sequence[str]
     conflicts = _time_conflicts(scop, all_flow) if flows else []
     for scalar, (flow, live_in) in flows.items():
         arr = scop.array(scalar)
-        ctext = (types or {}).get(scalar) or C_TYPES.get(arr.dtype)
+        ctext = (types or {}).get(scalar) or _ctype(arr.dtype)
         if ctext is None:
             continue
         for group in _webs(scop, scalar, flow):
@@ -349,6 +350,13 @@ def expand_scalars(scop: Scop, scalars: Sequence[str], dead_after: Sequence[str]
                           context=scop.context, schedule=scop.schedule)
     before = "\n".join(decls) + "\n"
     return Expansion(new_scop, before, "\n".join(after) + ("\n" if after else ""), tuple(notes))
+
+
+def _ctype(dtype: str) -> Optional[str]:
+    try:
+        return ctype(dtype)
+    except InternalError:
+        return None
 
 
 def _product(xs) -> int:
