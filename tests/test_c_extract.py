@@ -181,6 +181,7 @@ SPECS: Dict[str, dict] = {
     "gemm-split.c": dict(sizes={"ni": 7, "nj": 6, "nk": 5}, scalars={"alpha": 1.5, "beta": 1.2}),
     "2mm-init.c": dict(sizes={"ni": 6, "nj": 5, "nk": 7, "nl": 4}, scalars={"alpha": 1.5, "beta": 1.2}),
     "syrk-lower.c": dict(sizes={"n": 6, "m": 5}, scalars={"alpha": 1.5, "beta": 1.2}),
+    "lu-temp.c": dict(sizes={"n": 7}, init=_diag_dominant),
 }
 
 

@@ -74,6 +74,7 @@ OPT_SIZES: Dict[str, Optional[Dict[str, int]]] = {
     "gemm-split.c": {"ni": 37, "nj": 41, "nk": 35},
     "2mm-init.c": {"ni": 37, "nj": 41, "nk": 35, "nl": 39},
     "syrk-lower.c": {"n": 40, "m": 35},
+    "lu-temp.c": {"n": 45},
 }
 #: scalar arguments that follow the sizes (covariance's and correlation's float_n is n as a double)
 OPT_SCALARS = {"covariance.c": {"float_n": 40.0}, "correlation.c": {"float_n": 40.0}}

@@ -63,6 +63,11 @@ class CScop:
     # integer macros whose value is baked into the optimised code, with that value (see wrap)
     guards: Tuple[Tuple[str, int], ...] = ()
     taken: frozenset = frozenset()  # every identifier of the file (generated names must avoid them)
+    # scalars of ``scalars`` whose final value the function never reads (declared in the region, or locals
+    # named nowhere outside it): a transform may leave them at any value (see _Extractor.dead_after)
+    dead_after: Tuple[str, ...] = ()
+    # the C type each scalar is declared with (``unsigned long``, a typedef name), for generated copies
+    scalar_types: Mapping[str, str] = field(default_factory=dict)
 
     def wrap(self, code: str) -> str:
         """The replacement for bytes ``[start, end)``: a block with the hoisted declarations, then ``code``.

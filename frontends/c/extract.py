@@ -214,6 +214,39 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
             self.notes.append(f"{name} is used after the region, but generated code does not leave it at its "
                               "final loop value")
 
+    def dead_after(self, scalars: Sequence[str]) -> Tuple[str, ...]:
+        """The region's scalars whose value at its end no one can read: declared in the region, or locals
+        and by-value parameters of the function named nowhere in it outside the region's lines.
+
+        A scalar named outside those lines (read later, or earlier in a loop around the region, or
+        its address taken), a ``static`` local and a global may be read after the region, so a transform that stops
+        leaving the final value in it must put that value back.  Lines, not syntax, decide (as in
+        :meth:`note_iterators_used_later`): a name on a line of the region counts as inside.
+        """
+        first, last = self.region.lines
+        outside = {i.name for i in _ids(self.region.func.body) if i.coord is not None
+                   and (not self.src.is_main(i.coord.file) or not first <= i.coord.line <= last)}
+        out = []
+        for name in scalars:
+            sym = self.lookup(name)
+            if sym is None or sym.kind != "scalar":
+                continue
+            static = sym.decl is not None and "static" in (getattr(sym.decl, "storage", None) or [])
+            if sym.origin == "region" or (sym.origin in ("local", "param") and not static and name not in outside):
+                out.append(name)
+        return tuple(out)
+
+    def scalar_types(self, scalars: Sequence[str]) -> Dict[str, str]:
+        """The C type each of ``scalars`` is declared with (``double``, ``unsigned long``, a typedef's
+        name), without qualifiers: what a generated copy of it (an expanded array) is declared as."""
+        out = {}
+        for name in scalars:
+            sym = self.lookup(name)
+            decl = None if sym is None else sym.decl
+            if isinstance(decl, c_ast.Decl) and isinstance(decl.type, c_ast.TypeDecl):
+                out[name] = _c(decl.type.type)
+        return out
+
     def item(self, node: c_ast.Node, ctx: _Ctx, seq: _Seq) -> None:
         if isinstance(node, c_ast.Compound):
             for it in node.block_items or []:

@@ -80,7 +80,8 @@ class _ScopBuilder:
         return CScop(scop, self.src.path, func, self.region.start, self.region.end, self.region.lines,
                      tuple(self.iter_c_names), scalars, tuple(params), dict(self.fixed), dict(self.src.macros),
                      tuple(self.decls), self.file.signature(self.region.func), tuple(self.notes),
-                     guards=self.macro_guards(params), taken=self.file.taken)
+                     guards=self.macro_guards(params), taken=self.file.taken,
+                     dead_after=self.dead_after(scalars), scalar_types=self.scalar_types(scalars))
 
     def macro_guards(self, params: Sequence[str]) -> Tuple[Tuple[str, int], ...]:
         """Integer macros the region's text reaches (directly or through other macros) whose value the

@@ -11,8 +11,8 @@ reassociation, tile sizes, schedule files, the cache): docs/c-optimiser.md.
 
 Modules: :mod:`.file` (:func:`optimize_c`, :func:`optimize_regions`), :mod:`.region`
 (:func:`optimize_region`), :mod:`.strategy` (candidate schedules, scored),
-:mod:`.index_sets`, :mod:`.tiling`, :mod:`.marks` (parallel and simd marks),
-:mod:`.loop_facts` (what the passes ask about loops), :mod:`.result_cache`.
+:mod:`.index_sets`, :mod:`.expansion` (scalar temporaries as arrays), :mod:`.tiling`,
+:mod:`.marks` (parallel and simd marks), :mod:`.loop_facts` (what the passes ask about loops), :mod:`.result_cache`.
 
 >>> # text = optimize_c("jacobi-2d.c")            # the optimised file as a string
 >>> # text = optimize_c("gemm.c", tile=False)     # isl's schedule and parallel marks only
@@ -21,6 +21,7 @@ Modules: :mod:`.file` (:func:`optimize_c`, :func:`optimize_regions`), :mod:`.reg
 from __future__ import annotations
 
 from .file import optimize_c, optimize_regions
+from .expansion import expand_scalars
 from .index_sets import split_index_sets
 from .loop_facts import unit_stride_dim, vectorisable
 from .marks import distribute_innermost, parallelise, vector_order, vectorise
@@ -29,7 +30,8 @@ from .strategy import in_order, serial_penalty, simd_penalty, stride_penalty
 from .tiling import tile_bands, tile_sizes
 
 __all__ = [
-    "optimize_c", "optimize_regions", "optimize_region", "RegionResult", "split_index_sets", "in_order",
+    "optimize_c", "optimize_regions", "optimize_region", "RegionResult", "split_index_sets", "expand_scalars",
+    "in_order",
     "tile_bands", "tile_sizes", "parallelise", "vector_order", "distribute_innermost", "vectorise",
     "separate_innermost", "stride_penalty", "serial_penalty", "simd_penalty", "unit_stride_dim", "vectorisable",
 ]

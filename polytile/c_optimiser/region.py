@@ -157,15 +157,16 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
             raise ScheduleError(f"{cs.path}:{cs.lines[0]}: the schedule reorders reductions ({reorders[0]}); "
                                 "replay it with reassociation on (polytile opt --reassociate, "
                                 "optimize_c(..., reassociate=True))")
-        options = [(scop, iter([(_replay(scop, deps_mod.compute(scop), steps), [])]), [])]
+        options = [(scop, iter([(_replay(scop, deps_mod.compute(scop), steps), [])]), [], None)]
         max_operations = None
     else:
         # The file's macro values size the work of its loops (the code stays written in the macros).
         options = _scop_options(scop, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
-                                notes=res.notes, sizes=cs.macros)
+                                notes=res.notes, sizes=cs.macros, scalars=cs.scalars, dead_after=cs.dead_after,
+                                taken=cs.taken, types=cs.scalar_types)
     last_error: Optional[Exception] = None
     deadline = time.monotonic() + CODEGEN_SECONDS
-    for use_scop, cands, extra_notes in options:
+    for use_scop, cands, extra_notes, expansion in options:
         for s, local in cands:
             s = s.check("optimised schedule")
             code = None
@@ -192,6 +193,8 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
             res.notes.extend(gen_notes)
             res.schedule = s
             head = "/* polytile opt: " + " -> ".join(str(st) for st in s.steps) + " */\n"
+            if expansion is not None:  # the expanded scalars' arrays, and live-out values put back
+                code = expansion.wrap(code)
             res.text = cs.wrap(head + code)
             return res
     if steps is not None and isinstance(last_error, _CodegenTimeout):

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any, List, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from .. import deps as deps_mod
 from ..poly.scop import Scop
 from ..scheduling import PARALLEL, SIMD, Schedule, automatic, initial
+from .expansion import expand_scalars
 from .index_sets import split_index_sets
 from .loop_facts import _REFUSED, _arrays_of, vectorisable
 from ..cost.parallel_work import drop_small_parallel
@@ -225,8 +226,9 @@ def in_order(scop: Scop) -> Optional[Scop]:
 
 
 def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str],
-                  sizes: Optional[Mapping[str, int]] = None):
-    """``[(scop, candidates, notes), ...]`` best first, for :func:`optimize_region` to try in turn.
+                  sizes: Optional[Mapping[str, int]] = None, scalars: Sequence[str] = (),
+                  dead_after: Sequence[str] = (), taken=frozenset(), types: Optional[Mapping[str, str]] = None):
+    """``[(scop, candidates, notes, expansion), ...]`` best first, for :func:`optimize_region` to try in turn.
 
     The versions of the region compete: as written, with its index sets
     split (:func:`split_index_sets`), and -- when ``scop`` has reductions
@@ -236,7 +238,12 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
     a ``simd`` mark, :func:`simd_penalty`, if that is worse); the lowest
     wins, ties going to the earlier version, so a reduction is reordered
     only where that makes its loops vectorisable, and a split only where it
-    helps.
+    helps.  Last, the region with its ``scalars`` expanded
+    (:func:`.expansion.expand_scalars`; ``expansion`` is then not None)
+    competes only if its first candidate has fewer strided hot loops than
+    every other version, or as few and fewer hot statements without a
+    parallel loop: an expansion costs memory and must buy a loop order, a
+    vector loop or a parallel loop.
     """
     strict = in_order(scop)
     bases = [(strict, "")] if strict is not None else []
@@ -260,9 +267,35 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
                 # the order, isl's scheduler may also just pick another (skewed) fusion, so the
                 # reassociated version is scored by the simd loops it actually got.
                 score = max(score, simd_penalty(first[0]))
-            options.append((score, len(options), what, version, itertools.chain([first], cands), vnotes + local))
+            options.append((score, len(options), what, version, itertools.chain([first], cands), vnotes + local,
+                            None, serial_penalty(first[0])))
+    expanded = _expanded_option(scop, options, scalars, dead_after, taken, types, tile=tile, parallel=parallel,
+                                fusion=fusion, l2_bytes=l2_bytes, sizes=sizes)
+    if expanded is not None:
+        options.append(expanded)
     options.sort(key=lambda o: o[:2])
     if len(options) > 1:
         notes.append("versions (strided hot loops): " + ", ".join(f"{o[2]} {o[0]}" for o in options)
                      + f"; {options[0][2]} chosen")
-    return [(o[3], o[4], o[5]) for o in options]
+    return [(o[3], o[4], o[5], o[6]) for o in options]
+
+
+def _expanded_option(scop: Scop, options, scalars, dead_after, taken, types, **kw):
+    """The option of :func:`_scop_options` with the region's scalars expanded, when it beats every other
+    (its score then sorts it first); None otherwise.  Reductions marked for reassociation keep their
+    order: the expansion is made of the in-order version (reordering is the other options'
+    business)."""
+    if not scalars or not options:
+        return None
+    ex = expand_scalars(in_order(scop) or scop, scalars, dead_after, taken, types)
+    if ex is None:
+        return None
+    local: List[str] = []
+    cands = _candidates(ex.scop, deps_mod.compute(ex.scop), notes=local, **kw)
+    first = next(cands)
+    stride, serial = stride_penalty(first[0]), serial_penalty(first[0])
+    best = min(options, key=lambda o: o[:2])
+    if (stride, serial) >= (best[0], best[7]):
+        return None
+    notes = list(ex.notes) + local
+    return (stride, -1, "scalars expanded", ex.scop, itertools.chain([first], cands), notes, ex, serial)
