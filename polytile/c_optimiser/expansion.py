@@ -206,9 +206,9 @@ def _extent(scop: Scop, vals: isl.Set) -> Optional[isl.PwAff]:
 
 def _constant(pa: isl.PwAff) -> Optional[int]:
     if pa.n_piece() == 1 and pa.is_cst():
-        val = []
-        pa.foreach_piece(lambda _s, a: val.append(a.get_constant_val().to_python()))
-        return int(val[0])
+        # One constant piece: its maximum is the constant (no Python callback inside isl, which
+        # would have to run under deadline.interrupts_after to keep Ctrl-C from tearing through it).
+        return int(pa.max_val().to_python())
     return None
 
 
