@@ -327,6 +327,18 @@ def _set_betas(s: Schedule, st: str, values: Mapping[int, int]) -> Tuple:
     return _apply(s, [st], outs, lambda _, ss: ss.names)
 
 
+def _padded(s: Schedule, need: int) -> Schedule:
+    """``s`` with at least ``need`` time dimensions: everyone padded with zeros at the end.
+
+    Appending constants keeps everyone's order, so only the statement a caller then moves is re-checked.
+    """
+    n = s.n_dims
+    if need <= n:
+        return s
+    t, extra = _t(n), need - n
+    return s.with_(stmts=_apply(s, [], t, None, t + ["0"] * extra, lambda _, ss: list(ss.names) + [None] * extra))
+
+
 def fuse(s: Schedule, a: str, b: str, depth: Optional[int] = None, *, before: bool = False) -> Schedule:
     """Move statement ``b`` into ``a``'s loop nest, sharing its outer ``depth`` loops.
 
@@ -350,17 +362,8 @@ def fuse(s: Schedule, a: str, b: str, depth: Optional[int] = None, *, before: bo
     p = la[depth - 1][0]
     inner = p + 1
     rest = lb[depth:]
-    n = s.n_dims
-    need = inner + 2 * len(rest) + 1
-    cur = s
-    if need > n:
-        # Not enough time dimensions after the shared loops: pad everyone with zeros.
-        t = _t(n)
-        extra = need - n
-        # Appending constants keeps everyone's order: only ``b`` is re-checked.
-        cur = s.with_(stmts=_apply(s, [], t, None, t + ["0"] * extra,
-                                   lambda _, ss: list(ss.names) + [None] * extra))
-        n = need
+    cur = _padded(s, inner + 2 * len(rest) + 1)
+    n = cur.n_dims
     siblings = [g for g in cur.group(sa, inner) if g != sb]
     vals = [cur.constant(g, inner) or 0 for g in siblings]
     t = _t(n)
@@ -400,15 +403,8 @@ def fuse_last(s: Schedule, a: str, b: str, depth: int) -> Schedule:
         raise ScheduleError(f"fuse_last: depth must be between 1 and {len(la)} ({sa} has {len(la)} loops)")
     p = la[depth - 1][0]
     inner = p + 1
-    cur = s
-    n = s.n_dims
-    need = inner + 2 * len(lb) + 1
-    if need > n:
-        t = _t(n)
-        extra = need - n
-        cur = s.with_(stmts=_apply(s, [], t, None, t + ["0"] * extra,
-                                   lambda _, ss: list(ss.names) + [None] * extra))
-        n = need
+    cur = _padded(s, inner + 2 * len(lb) + 1)
+    n = cur.n_dims
     scop = cur.scop
     written = scop.must_writes.intersect_domain(isl.UnionSet.from_set(cur.table[sa].map.domain()))
     reads = scop.reads.intersect_domain(isl.UnionSet.from_set(cur.table[sb].map.domain()))
