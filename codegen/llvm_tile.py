@@ -373,7 +373,7 @@ def _prefetch_next_block(gen, body, MR: int, NR: int, V: int, at, iname: str) ->
     """The C target's :func:`.microkernel.next_block_prefetch`: ``llvm.prefetch`` (write, L2) of the
     accumulator block ``MR`` rows further on, when those rows are inside the array."""
     array = gen.arrays[body.array]
-    cells, checks, axes = microkernel.next_rows(body.index, iname, MR, NR, V, D.width(array.dtype) // 8)
+    cells, checks, axes = microkernel.next_rows(body.index, iname, MR, NR, V, array.dtype)
     if not cells:
         return
     b = gen.b

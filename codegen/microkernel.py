@@ -265,7 +265,7 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
 LINE_BYTES = 64
 
 
-def next_rows(index, iname: str, MR: int, NR: int, V: int, item: int):
+def next_rows(index, iname: str, MR: int, NR: int, V: int, dtype: str):
     """Where the block ``MR`` rows further on lies: ``(cells, checks, axes)``.
 
     ``cells`` are ``(row, vector)`` offsets from this block's corner of the first element of
@@ -279,7 +279,7 @@ def next_rows(index, iname: str, MR: int, NR: int, V: int, item: int):
     axes = [d for d, e in enumerate(index) if _depends(e, iname)]
     if not axes:
         return [], (), []
-    step = max(1, LINE_BYTES // (V * item))
+    step = max(1, LINE_BYTES // (V * (D.width(dtype) // 8)))
     cells = [(MR + r, v) for r in range(MR) for v in range(0, NR // V, step)]
     return cells, (MR, 2 * MR - 1), axes
 
@@ -298,7 +298,7 @@ def next_block_prefetch(bp, array, index, iname: str, jname: str, MR: int, NR: i
 
     >>> # __builtin_prefetch(&C[(pt_i0 + 8)][(pt_j0 + 0)], 1, 2); ...
     """
-    cells, checks, axes = next_rows(index, iname, MR, NR, V, D.width(array.dtype) // 8)
+    cells, checks, axes = next_rows(index, iname, MR, NR, V, array.dtype)
     if not cells:
         return []
     cond = " && ".join(f"({e}) >= 0 && ({e}) < {array.shape[d]}" for r in checks for d in axes
