@@ -35,7 +35,7 @@ from polytile.poly.scop import Array, Scop, Statement
 from polytile.codegen.c_threads import THREADS_CLAUSE
 from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, Reduction, RegTile, Simd, Unroll, decode, encode
 
-from . import microkernel, pack
+from . import c_regblock, microkernel, pack
 from .c_expr import PRELUDE, BodyPrinter, ctype
 
 
@@ -71,7 +71,7 @@ class AstPrinter:
     three decorate the next loop), :class:`Local` -> a scalar that replaces
     array ``A`` inside the marked subtree (array contraction), :class:`Pack` ->
     a packed panel (:mod:`.pack`), :class:`RegTile` -> a register tile
-    (:mod:`.microkernel`), :class:`Dim` -> a check that isl emitted the band's loop.
+    (:mod:`.microkernel`; of C statements, :mod:`.c_regblock`), :class:`Dim` -> a check that isl emitted the band's loop.
     """
 
     def __init__(self, scop: Scop, *, outline: bool = True, min_parallel_work: Optional[int] = None):
@@ -140,7 +140,9 @@ class AstPrinter:
                 case Pack():
                     return self._pack(n, mark, inner, marks)
                 case RegTile():
-                    code = microkernel.emit(self, inner, mark, lambda: self.node(inner, marks))
+                    # C statements (their own text) get the block in C text, Tile bodies in vectors.
+                    emitter = c_regblock if self.c_source else microkernel
+                    code = emitter.emit(self, inner, mark, lambda: self.node(inner, marks))
                     return code if code is not None else self.node(inner, marks)
                 case Dim():
                     # The band's own loop must be right here; if isl generated none (one

@@ -125,7 +125,48 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
 
     >>> # plan = analyse(printer.stmts, printer.arrays, inner, RegTile(1, "i", 8, "j", 32, 16))
     """
-    nred, iname, jname, NR, V = mark.reduction_loops, mark.rows, mark.cols, mark.nr, mark.lanes
+    iname, jname, NR, V = mark.rows, mark.cols, mark.nr, mark.lanes
+    red_loops, block, call, st, args = chain(stmts, n, mark)
+    (ci, _, _, _), (_, jlb, jub, _) = block
+    if any(re.search(rf"\b{re.escape(ci)}\b", text) for text in (jlb, jub)):
+        raise _Fallback("the column loop's bounds depend on the row loop (a triangular block)")
+    body = st.body
+    dtype = arrays[body.array].dtype
+    if body.reduce not in ("+", "*") or dtype not in VECTOR_DTYPES or NR % V:
+        raise _Fallback("only + and * reductions of float/int arrays with NR a multiple of the lanes")
+    if len(body.index) == 0 or not _is_iter(body.index[-1], jname) or any(_depends(e, jname) for e in body.index[:-1]):
+        raise _Fallback("the output is not unit-stride along the vector loop")
+    for x in B.walk(body.value):
+        if x.dtype != dtype and not isinstance(x, (B.Iter, B.Const)) and not _inside_index(body.value, x):
+            raise _Fallback("mixed dtypes in the block body")
+        if isinstance(x, (B.Cmp, B.Select, B.Call)):
+            raise _Fallback("comparisons, selects and calls are not vectorised")
+    # Classify the loads of the value.
+    loads: List[B.Load] = []
+    _collect_loads(body.value, loads)
+    per_k, per_r, per_v, per_rv = [], [], [], []
+    for ld in loads:
+        dj = any(_depends(e, jname) for e in ld.index)
+        di = any(_depends(e, iname) for e in ld.index)
+        if dj:
+            if not _is_iter_plus_const(ld.index[-1], jname) or any(_depends(e, jname) for e in ld.index[:-1]):
+                raise _Fallback(f"load of {ld.array} is not unit-stride along {jname}")
+        (per_rv if (di and dj) else per_v if dj else per_r if di else per_k).append(ld)
+    names: Dict[B.Load, str] = {}
+    for k, ld in enumerate(loads):
+        names[ld] = ("s" if ld in per_k else "a" if ld in per_r else "b" if ld in per_v else "x") + str(k)
+    return Plan(red_loops, block, call, st, args, dtype, loads, per_k, per_r, per_v, per_rv, names)
+
+
+def chain(stmts, n: isl.AstNode, mark: RegTile):
+    """The loop chain under a ``regtile`` mark: ``(red_loops, block, call, st, args)`` as in :class:`Plan`.
+
+    The chain must be ``mark.reduction_loops`` plain loops, then the row and column block loops
+    (unit steps, bounds free of the reduction loops; the column loop's may move with the row loop's
+    iterator, a triangular block), then one statement whose iterators the block
+    loops are; otherwise :class:`_Fallback` (shared by the vector and the C-text emitters).
+    """
+    nred, iname, jname = mark.reduction_loops, mark.rows, mark.cols
     # Walk the chain: nred reduction loops, then the i and j block loops, then one statement.
     red_loops: List[Tuple[isl.AstNode, str, str, str, str]] = []
     node = n
@@ -162,33 +203,7 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
     for text in (ilb, iub, jlb, jub):
         if any(re.search(rf"\b{re.escape(r)}\b", text) for r in red_iters):
             raise _Fallback("block bounds depend on the reduction loops")
-
-    body = st.body
-    dtype = arrays[body.array].dtype
-    if body.reduce not in ("+", "*") or dtype not in VECTOR_DTYPES or NR % V:
-        raise _Fallback("only + and * reductions of float/int arrays with NR a multiple of the lanes")
-    if len(body.index) == 0 or not _is_iter(body.index[-1], jname) or any(_depends(e, jname) for e in body.index[:-1]):
-        raise _Fallback("the output is not unit-stride along the vector loop")
-    for x in B.walk(body.value):
-        if x.dtype != dtype and not isinstance(x, (B.Iter, B.Const)) and not _inside_index(body.value, x):
-            raise _Fallback("mixed dtypes in the block body")
-        if isinstance(x, (B.Cmp, B.Select, B.Call)):
-            raise _Fallback("comparisons, selects and calls are not vectorised")
-    # Classify the loads of the value.
-    loads: List[B.Load] = []
-    _collect_loads(body.value, loads)
-    per_k, per_r, per_v, per_rv = [], [], [], []
-    for ld in loads:
-        dj = any(_depends(e, jname) for e in ld.index)
-        di = any(_depends(e, iname) for e in ld.index)
-        if dj:
-            if not _is_iter_plus_const(ld.index[-1], jname) or any(_depends(e, jname) for e in ld.index[:-1]):
-                raise _Fallback(f"load of {ld.array} is not unit-stride along {jname}")
-        (per_rv if (di and dj) else per_v if dj else per_r if di else per_k).append(ld)
-    names: Dict[B.Load, str] = {}
-    for k, ld in enumerate(loads):
-        names[ld] = ("s" if ld in per_k else "a" if ld in per_r else "b" if ld in per_v else "x") + str(k)
-    return Plan(red_loops, block, call, st, args, dtype, loads, per_k, per_r, per_v, per_rv, names)
+    return red_loops, block, call, st, args
 
 
 def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:

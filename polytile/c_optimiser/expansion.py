@@ -240,8 +240,8 @@ def _rename(st: Statement, scalar: str, new: str, dims: Tuple[int, ...]) -> Stat
     body = st.body
     if body.array == scalar:
         body = dataclasses.replace(body, array=new, index=tuple(B.Iter(i) for i in idx))
-    red = None if st.c_reduction is None else tuple(pat.sub(cell, t) for t in st.c_reduction)
-    return dataclasses.replace(st, body=body, c_text=pat.sub(cell, st.c_text), c_reduction=red,
+    update = None if st.c_update is None else tuple(pat.sub(cell, t) for t in st.c_update)
+    return dataclasses.replace(st, body=body, c_text=pat.sub(cell, st.c_text), c_update=update,
                                reads_override=reads, write_override=write)
 
 

@@ -19,7 +19,7 @@ from ..frontends.c import extract, splice
 from ..scheduling import FUSION, Step
 from . import result_cache
 from .region import RegionResult, optimize_region
-from .tiling import _l2_bytes
+from .machine import CMachine, machine as machine_of
 
 
 def _load_steps(schedule: Any) -> Optional[List[Step]]:
@@ -52,7 +52,7 @@ def optimize_regions(path, *, tile: bool = True, parallel: bool = True, fusion: 
     raw = Path(path).read_bytes()
     if not regions:
         return raw, []
-    l2 = _l2_bytes(hardware) if tile else 1 << 20
+    machine = machine_of(hardware) if tile else CMachine()
     steps = _load_steps(schedule)
     key = None
     if cache:
@@ -60,11 +60,11 @@ def optimize_regions(path, *, tile: bool = True, parallel: bool = True, fusion: 
                    "assume_no_alias": assume_no_alias, "function": function, "reassociate": reassociate,
                    "pure": [str(n) for n in pure],
                    "params": [[str(k), int(v)] for k, v in (params or {}).items()]}
-        key = result_cache.key_for(path, raw, cpp_args, l2_bytes=l2, steps=steps, options=options)
+        key = result_cache.key_for(path, raw, cpp_args, machine=machine, steps=steps, options=options)
         hit = result_cache.lookup(key, path, regions)
         if hit is not None:
             return hit
-    results = [optimize_region(cs, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2, steps=steps)
+    results = [optimize_region(cs, tile=tile, parallel=parallel, fusion=fusion, machine=machine, steps=steps)
                for cs in regions]
     reps = [(r.cscop, r.text) for r in results if r.text is not None]
     out = splice(raw, reps) if reps else raw

@@ -23,6 +23,7 @@ from ..errors import PolytileError, ScheduleError
 from ..frontends.c import CScop
 from ..scheduling import Schedule, Step
 from ..cost.parallel_work import min_parallel_work
+from .machine import CMachine
 from .strategy import _scop_options
 
 
@@ -139,7 +140,7 @@ REPLAY_CODEGEN_SECONDS = 120.0
 
 
 def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusion: str = "smart",
-                    l2_bytes: int = 1 << 20, steps: Optional[Sequence[Step]] = None,
+                    machine: CMachine = CMachine(), steps: Optional[Sequence[Step]] = None,
                     max_operations: Optional[int] = MAX_CODEGEN_OPERATIONS) -> RegionResult:
     """Schedule one extracted region and generate its replacement text (``cs.wrap`` of the loops)."""
     res = RegionResult(cs)
@@ -161,7 +162,7 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
         max_operations = None
     else:
         # The file's macro values size the work of its loops (the code stays written in the macros).
-        options = _scop_options(scop, tile=tile, parallel=parallel, fusion=fusion, l2_bytes=l2_bytes,
+        options = _scop_options(scop, tile=tile, parallel=parallel, fusion=fusion, machine=machine,
                                 notes=res.notes, sizes=cs.macros, scalars=cs.scalars, dead_after=cs.dead_after,
                                 taken=cs.taken, types=cs.scalar_types)
     last_error: Optional[Exception] = None

@@ -42,6 +42,7 @@ from ..runtime.json_cache import json_get, json_path, json_put
 from ..scheduling import Step
 from ..version import __version__, code_fingerprint
 from . import region, tiling
+from .machine import CMachine
 from .region import RegionResult
 
 #: Namespace of the documents in the JSON cache.
@@ -78,7 +79,7 @@ def _library_versions() -> Dict[str, Optional[str]]:
     return out
 
 
-def key_for(path, raw: bytes, cpp_args: Sequence[str], *, l2_bytes: int, steps: Optional[Sequence[Step]],
+def key_for(path, raw: bytes, cpp_args: Sequence[str], *, machine: CMachine, steps: Optional[Sequence[Step]],
             options: Mapping[str, Any]) -> str:
     """The cache key of optimising ``path`` (whose bytes are ``raw``) with ``options`` (see the module doc).
 
@@ -93,7 +94,7 @@ def key_for(path, raw: bytes, cpp_args: Sequence[str], *, l2_bytes: int, steps: 
         "preprocessed": hashlib.sha256(src.parse_text.encode("utf-8", "surrogateescape")).hexdigest(),
         "macros": dict(src.macros), "defines": {k: list(v) for k, v in src.defines.items()},
         "pure_declared": sorted(src.pure), "cpp_args": list(check_cpp_args(cpp_args)),
-        "options": dict(options), "l2_bytes": int(l2_bytes),
+        "options": dict(options), "machine": machine.as_dict(),
         "steps": None if steps is None else [s.to_json() for s in steps],
         "tunables": {"VECTOR_TILE": tiling.VECTOR_TILE, "MAX_CODEGEN_OPERATIONS": region.MAX_CODEGEN_OPERATIONS,
                      "CODEGEN_SECONDS": region.CODEGEN_SECONDS,

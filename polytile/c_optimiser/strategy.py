@@ -6,8 +6,9 @@ A region competes as written, with its index sets split
 asked fusion and, with ``smart`` fusion, isl's unfused one and the original
 order) compete through :func:`_candidates`; each base yields tiled, then
 untiled variants (:func:`_variants`).  Bases are scored by :func:`choice_key`:
-strided innermost loops, nests without a parallel loop, extra passes over the
-largest arrays and loops around the parallel loop, in that order (the cost
+strided innermost loops, nests without a parallel loop, updates without a
+register block, extra passes over the largest arrays and loops around the
+parallel loop, in that order (the cost
 model's terms, largest first); versions by :func:`stride_penalty` and
 :func:`simd_penalty`.
 """
@@ -25,6 +26,8 @@ from .index_sets import split_index_sets
 from .loop_facts import _REFUSED, _arrays_of, vectorisable
 from ..cost.parallel_work import drop_small_parallel
 from .marks import distribute_innermost, parallelise, unit_stride_innermost, vector_order, vectorise
+from .machine import CMachine
+from .register_blocks import unblocked_penalty
 from .tiling import tile_bands
 
 
@@ -116,7 +119,7 @@ def reread_penalty(s: Schedule) -> int:
     return sum(max(0, n - 1) for n in passes.values())
 
 
-def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int, sizes: Optional[Mapping[str, int]] = None):
+def _variants(base: Schedule, *, tile: bool, parallel: bool, machine: CMachine, sizes: Optional[Mapping[str, int]] = None):
     """Candidates from one base schedule, best first: tiled with wavefronts; tiled without; untiled."""
     variants = []
     if tile:
@@ -134,7 +137,7 @@ def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int, size
         s = base
         tiled: List = []
         if cap != "untiled":
-            s, tiled = tile_bands(s, l2_bytes, local, cap=cap)
+            s, tiled = tile_bands(s, machine, local, cap=cap)
         if not tiled:
             # Tiled bands get their point loops ordered by tile_bands; a nest left untiled (doitgen's,
             # whose temporary sum[] carries every outer loop) may still need a permutation.
@@ -154,26 +157,36 @@ def _variants(base: Schedule, *, tile: bool, parallel: bool, l2_bytes: int, size
 #: (``EFF_SCALAR / lanes`` of peak against ``EFF_VECTOR``: 3-8x), a nest without a parallel loop runs on
 #: one core, a matrix read in another pass is another sweep over memory (a memory-bound kernel's whole
 #: time), a parallel loop inside another loop pays a parallel region (``OMP_REGION_S``) per iteration.
-CRITERIA = ("strided innermost loops", "nests without a parallel loop", "extra passes over the largest arrays",
-            "loops around the parallel loop")
+CRITERIA = ("strided innermost loops", "nests without a parallel loop", "updates without a register block",
+            "extra passes over the largest arrays", "loops around the parallel loop")
 
 
-def choice_key(s: Schedule) -> Tuple[int, int, int, int]:
+def block_penalty(s: Schedule) -> int:
+    """How many of the statements with the most iterators could keep their running values in a register
+    block but have none (:func:`.register_blocks.unblocked_penalty`): such an update loads and stores its
+    cell every reduction step (gemm's ``C[i][j]``, 3.7x slower than a 4 x 16 block); a block needs the
+    statement alone in its band, which an unfused schedule gives (gemm's ``C[i][j] *= beta`` in its
+    own nest costs one more sweep over ``C`` against ``n`` sweeps saved)."""
+    return unblocked_penalty(s, [name for name, _ in _deepest(s, iterators=True)])
+
+
+def choice_key(s: Schedule) -> Tuple[int, int, int, int, int]:
     """How a candidate's deepest statements fare on each of :data:`CRITERIA` (lower is better):
-    :func:`stride_penalty`, :func:`serial_penalty`, :func:`reread_penalty`, :func:`region_penalty`.
+    :func:`stride_penalty`, :func:`serial_penalty`, :func:`block_penalty`, :func:`reread_penalty`,
+    :func:`region_penalty`.
 
     All four are read from the schedule itself, so they hold for any size of the parameters (the
     cost model's roofline (:func:`polytile.cost.predict`) needs concrete trip counts, and at the
     sizes of a real run its footprint counting of a whole region takes minutes).
     """
-    return stride_penalty(s), serial_penalty(s), reread_penalty(s), region_penalty(s)
+    return stride_penalty(s), serial_penalty(s), block_penalty(s), reread_penalty(s), region_penalty(s)
 
 
 def _describe(label: str, key: Tuple[int, ...]) -> str:
     return f"{label} (" + ", ".join(f"{v} {c}" for v, c in zip(key, CRITERIA)) + ")"
 
 
-def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str],
+def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, machine: CMachine, notes: List[str],
                 sizes: Optional[Mapping[str, int]] = None):
     """Schedules to try, best first.
 
@@ -195,11 +208,11 @@ def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, l2_bytes
         bases.append(("none", _base_schedule(scop, deps, "none", alt)))
         bases.append(("original order", initial(scop, deps)))
     if len(bases) == 1:
-        yield from _variants(bases[0][1], tile=tile, parallel=parallel, l2_bytes=l2_bytes, sizes=sizes)
+        yield from _variants(bases[0][1], tile=tile, parallel=parallel, machine=machine, sizes=sizes)
         return
     firsts = []
     for label, base in bases:
-        gen = _variants(base, tile=tile, parallel=parallel, l2_bytes=l2_bytes, sizes=sizes)
+        gen = _variants(base, tile=tile, parallel=parallel, machine=machine, sizes=sizes)
         first = next(gen)
         firsts.append((choice_key(first[0]), len(firsts), label, first, gen))
     firsts.sort(key=lambda x: (x[0], x[1]))
@@ -225,7 +238,7 @@ def in_order(scop: Scop) -> Optional[Scop]:
     return Scop.build(scop.name, stmts, scop.arrays, context=scop.context, schedule=scop.schedule)
 
 
-def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_bytes: int, notes: List[str],
+def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, machine: CMachine, notes: List[str],
                   sizes: Optional[Mapping[str, int]] = None, scalars: Sequence[str] = (),
                   dead_after: Sequence[str] = (), taken=frozenset(), types: Optional[Mapping[str, str]] = None):
     """``[(scop, candidates, notes, expansion), ...]`` best first, for :func:`optimize_region` to try in turn.
@@ -258,7 +271,7 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
         for version, vnotes in versions:
             local: List[str] = []
             cands = _candidates(version, deps_mod.compute(version), tile=tile, parallel=parallel, fusion=fusion,
-                                l2_bytes=l2_bytes, notes=local, sizes=sizes)
+                                machine=machine, notes=local, sizes=sizes)
             first = next(cands)
             what = label + ("split" if version is not base else "as written")
             score = stride_penalty(first[0])
@@ -270,7 +283,7 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, l2_byt
             options.append((score, len(options), what, version, itertools.chain([first], cands), vnotes + local,
                             None, serial_penalty(first[0])))
     expanded = _expanded_option(scop, options, scalars, dead_after, taken, types, tile=tile, parallel=parallel,
-                                fusion=fusion, l2_bytes=l2_bytes, sizes=sizes)
+                                fusion=fusion, machine=machine, sizes=sizes)
     if expanded is not None:
         options.append(expanded)
     options.sort(key=lambda o: o[:2])

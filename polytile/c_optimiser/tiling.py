@@ -10,39 +10,19 @@ carrying no dependence moves innermost (:func:`_intra_tile`).
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import islpy as isl
 
-from ..errors import PolytileError
 from ..isl_parts import maps_of
 from ..scheduling import Schedule
 from ..scheduling import reorder as reorder_step
 from ..scheduling import tile as tile_step
+from .machine import CMachine
+from .register_blocks import register_block
 from .loop_facts import (
     _DEFAULT_ELEMENT, _REFUSED, _arrays_of, _band, _carried_any, _groups, _time_like, _unit_stride, vectorisable,
 )
-
-
-def _l2_bytes(hardware: Any) -> int:
-    """L2 capacity (per core) of a descriptor, preset name or file; 1 MiB when unknown."""
-    if hardware is None:
-        return 1 << 20
-    try:
-        from .. import hardware as hw_mod
-
-        hw = hw_mod.load(hardware)
-        for lv in hw.cache_levels():
-            if lv.name.casefold() == "l2":
-                return int(lv.size_bytes)
-        levels = hw.cache_levels()
-        if levels:
-            return int(levels[min(1, len(levels) - 1)].size_bytes)
-    except PolytileError:
-        raise
-    except Exception:  # pragma: no cover - a descriptor without the usual levels
-        pass
-    return 1 << 20
 
 
 #: Tile size of the innermost (unit-stride, vectorised) loop of a time-tiled band, in elements.
@@ -115,9 +95,13 @@ def tile_sizes(s: Schedule, rep: str, loops: Sequence[str], group: Sequence[str]
     return {l: min(v, cap) for l, v in out.items()} if cap else out
 
 
-def tile_bands(s: Schedule, l2_bytes: int, notes: List[str], cap: Optional[int] = None,
+def tile_bands(s: Schedule, machine: CMachine, notes: List[str], cap: Optional[int] = None,
                ) -> Tuple[Schedule, List[Tuple[List[str], str, List[str]]]]:
-    """Tile the outermost band of every group; returns the schedule and ``(group, rep, tile loops)`` per tiled band."""
+    """Tile the outermost band of every group; returns the schedule and ``(group, rep, tile loops)`` per tiled band.
+
+    Tile sizes come from ``machine.l2_bytes`` (:func:`tile_sizes`); a band of one C update gets a
+    register block inside its tiles where one applies (:func:`.register_blocks.register_block`).
+    """
     plans = []
     for group, dim in _groups(s):
         rep, loops = _band(s, group, dim)
@@ -136,7 +120,7 @@ def tile_bands(s: Schedule, l2_bytes: int, notes: List[str], cap: Optional[int] 
         done = False
         while depth >= 2 and not done:
             band = loops[:depth]
-            sizes = tile_sizes(s, rep, band, group, l2_bytes, cap)
+            sizes = tile_sizes(s, rep, band, group, machine.l2_bytes, cap)
             try:
                 new = tile_step(s, rep, sizes)
             except _REFUSED as e:
@@ -148,6 +132,7 @@ def tile_bands(s: Schedule, l2_bytes: int, notes: List[str], cap: Optional[int] 
             notes.append(f"tiled {rep} loops {', '.join(band)} by "
                          f"{', '.join(f'{l}={sizes[l]}' for l in band)}")
             s = _intra_tile(new, rep, band, notes)
+            s = register_block(s, rep, group, band, sizes, machine, notes)
             tiled.append((group, rep, tile_loops))
             done = True
     return s, tiled

@@ -47,16 +47,23 @@ class Statement:
     # C code (iterators as free identifiers) and its accesses explicitly; the body
     # then only describes the written array for reports.
     c_text: Optional[str] = None
-    # A C update ``lhs op= e`` as (lhs, "+=" / "-=" / "*=", e) in C text, e.g.
-    # ("C[i][j]", "+=", "alpha * A[i][k] * A[j][k]"), so a SIMD reduction loop can
-    # accumulate e into a scalar and update the cell once after the loop.
-    c_reduction: Optional[Tuple[str, str, str]] = None
+    # A C update ``lhs op= e`` (also ``lhs = lhs op e``) as (lhs, "+=" / "-=" / "*=", e) in C
+    # text, e.g. ("C[i][j]", "+=", "alpha * A[i][k] * A[j][k]"), whether or not it may be
+    # reordered: a register block holds the running value of ``lhs`` in a variable
+    # (codegen/c_regblock.py), and a reduction's SIMD loop accumulates e (``c_reduction``).
+    c_update: Optional[Tuple[str, str, str]] = None
     reads_override: Optional[isl.UnionMap] = field(default=None, repr=False)
     write_override: Optional[isl.Map] = field(default=None, repr=False)
 
     @property
     def is_reduction(self) -> bool:
         return self.body.reduce is not None
+
+    @property
+    def c_reduction(self) -> Optional[Tuple[str, str, str]]:
+        """``c_update`` when the update may be reordered (a reduction), so a SIMD reduction loop can
+        accumulate ``e`` into a scalar and update the cell once after the loop; else None."""
+        return self.c_update if self.is_reduction else None
 
     def _tuple(self) -> str:
         return f"{self.name}[{', '.join(self.iters)}]"

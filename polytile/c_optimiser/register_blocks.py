@@ -1,0 +1,98 @@
+"""Register blocks for C updates: unroll-and-jam of a tile's row and column loops.
+
+An update ``lhs op= e`` whose cell does not move along some of its loops
+(the reduction loops: ``k`` of ``C[i][j] += alpha * A[i][k] * B[k][j]``)
+reads and writes its cell once per reduction step when the tile's point loops
+run ``(i, k, j)``.  Tiling the row and column point loops again by
+``MR x NR`` and running the reduction loops outside them::
+
+    before: i_t, j_t, k_t, i, k, j                      C[i][j] loaded and stored every k
+    after:  i_t, j_t, k_t, i_t1, j_t1, k, i, j + regtile mark
+
+lets the code generator (:mod:`polytile.codegen.c_regblock`) keep the
+``MR x NR`` running values in variables across the reduction loops.  Every
+step is legality-checked; the statement keeps its evaluation order per cell,
+so the output stays bitwise identical.
+"""
+from __future__ import annotations
+
+import re
+from typing import List, Mapping, Optional, Sequence, Tuple
+
+from ..poly import body as B
+from ..scheduling import Schedule
+from ..scheduling import regtile as regtile_step
+from ..scheduling import reorder as reorder_step
+from ..scheduling import tile as tile_step
+from ..scheduling.marks import RegTile
+from .loop_facts import _REFUSED, _arrays_of
+from .machine import CMachine
+
+
+def block_roles(s: Schedule, name: str) -> Optional[Tuple[str, str, List[str]]]:
+    """``(rows, cols, reductions)`` of statement ``name`` when a register block can hold its running values.
+
+    ``name`` must be a C update ``lhs op= e`` whose ``e`` never names the
+    updated array; ``cols`` is the iterator of the cell's last subscript (every
+    access moves along it in its last subscript only, so the columns
+    vectorise), ``rows`` another iterator subscripting the cell (the one of
+    the next-to-last subscript if it is one), and the reductions are the
+    statement's iterators the cell does not use.
+
+    >>> # C[i][j] += alpha * A[i][k] * B[k][j]   -> ("i", "j", ["k"])
+    >>> # A[i][j] -= A[i][k] * A[k][j]           -> None (e reads A)
+    """
+    st = s.scop.statement(name)
+    if st.c_text is None or st.c_update is None:
+        return None
+    if re.search(rf"\b{re.escape(st.body.array)}\b", st.c_update[2]):
+        return None
+    plain = [e.name if isinstance(e, B.Iter) else None for e in st.body.index]
+    if len(plain) < 2 or plain[-1] is None:
+        return None
+    cols = plain[-1]
+    candidates = [v for v in reversed(plain[:-1]) if v is not None and v != cols]
+    used = {x.name for e in st.body.index for x in B.walk(e) if isinstance(x, B.Iter)}
+    reds = [v for v in st.iters if v not in used]
+    if not candidates or not reds:
+        return None
+    return candidates[0], cols, reds
+
+
+def register_block(s: Schedule, rep: str, group: Sequence[str], band: Sequence[str], sizes: Mapping[str, int],
+                   machine: CMachine, notes: List[str]) -> Schedule:
+    """``s`` with a register block on statement ``rep`` of a tiled band (point loops ``band``), when
+    :func:`block_roles` allows one, ``rep`` is alone in the band, the tile sizes are whole blocks and every
+    step is legal; else ``s`` unchanged (the reason noted when a step is refused).
+
+    >>> # register_block(s, "S1", ["S1"], ["i", "j", "k"], {"i": 32, "j": 32, "k": 32}, CMachine(), [])
+    >>> # -> loops i_t, j_t, k_t, i_t1, j_t1, k, i, j with a regtile mark 4 x 16 (doubles)
+    """
+    roles = block_roles(s, rep)
+    if roles is None or list(group) != [rep]:
+        return s
+    rows, cols, reds = roles
+    if not {rows, cols, *reds} <= set(band):
+        return s
+    item = _arrays_of(s, [rep])[s.scop.statement(rep).body.array][0]
+    mr, nr = machine.block(item)
+    if sizes.get(rows, 0) % mr or sizes.get(cols, 0) % nr:
+        return s
+    lanes = max(1, machine.vector_bytes // item)
+    try:
+        t = tile_step(s, rep, {rows: mr, cols: nr})
+        t = reorder_step(t, rep, [l for l in t.loop_names(rep) if l in reds] + [rows, cols])
+        t = regtile_step(t, rep, rows, cols, mr=mr, nr=nr, lanes=lanes)
+    except _REFUSED as e:
+        notes.append(f"register block of {rep} refused: {str(e).splitlines()[0]}")
+        return s
+    notes.append(f"register block of {rep}: {mr} x {nr} running values over {rows}, {cols}, "
+                 f"reduction loops {', '.join(reds)} outside them")
+    return t
+
+
+def unblocked_penalty(s: Schedule, hot: Sequence[str]) -> int:
+    """How many of the statements ``hot`` could hold their running values in a register block
+    (:func:`block_roles`) but have none in ``s``."""
+    return sum(1 for name in hot if block_roles(s, name) is not None
+               and not any(m[0] == name and m[2] == RegTile.keyword for m in s.marks))
