@@ -6,10 +6,10 @@ top, guarded).  It follows the runtime's rule: at most ``omp_get_max_threads()``
 caps it), fewer when other processes keep cores busy -- busy over the last 0.1 s (``/proc/stat`` minus
 this process's CPU time) *and* runnable now (``procs_running`` minus this process's running threads);
 with no history yet (the first region of a short program), runnable now alone, settled: when the first
-read finds other processes' threads runnable, it reads again every 0.25 ms for 2 ms and counts only as
-many as a majority of the reads and the last one saw (a shell, kworker or harness runnable at one
-instant had halved one-region kernels such as syrk for their whole run; a spinning process is runnable
-at every read);
+read finds other processes' threads runnable, it reads again every 0.25 ms for up to 2 ms (until two
+reads in a row see nobody) and counts only as many as a majority of the reads and the last one saw (a
+shell, kworker or harness runnable at one instant had halved one-region kernels such as syrk for their
+whole run; a spinning process is runnable at every read);
 ``POLYTILE_NUM_THREADS`` pins it; without ``/proc`` it is ``omp_get_max_threads()``.  Statically split
 loops wait at every barrier for a thread that lost its core: beside one busy process on two cores,
 PolyBench's atax ran 12x slower than gcc's serial code (benchmarks/README.md).
@@ -93,19 +93,19 @@ static int pt_running_now(void)
 }
 /* The first region's count of others' runnable threads, from the first read `first`.  None runnable: taken
    as it is.  Some: read again every 0.25 ms for 2 ms (at most PT_SETTLE_READS reads in all; no sleep that
-   would end later), and counted only as many as a majority of the reads and the last one saw
-   (min(median, last)): a shell, kworker or harness runnable at one instant has gone by then; a process
-   spinning on a core is runnable at every read. */
+   would end later; no more reads once two in a row saw nobody), and counted only as many as a majority
+   of the reads and the last one saw (min(median, last)): a shell, kworker or harness runnable at one
+   instant has gone by then; a process spinning on a core is runnable at every read. */
 #define PT_SETTLE_READS 9
 static int pt_others_settled(int first)
 {
-  int seen[PT_SETTLE_READS], sorted[PT_SETTLE_READS], n = 1, zeros = 0, i, j;
+  int seen[PT_SETTLE_READS], sorted[PT_SETTLE_READS], n = 1, quiet = 0, i, j;
   double start;
   if (first <= 0)
     return 0;
   seen[0] = first;
   start = pt_seconds(CLOCK_MONOTONIC);
-  while (n < PT_SETTLE_READS && 2 * zeros <= PT_SETTLE_READS &&
+  while (n < PT_SETTLE_READS && quiet < 2 &&
          pt_seconds(CLOCK_MONOTONIC) - start + 0.00025 <= 0.002) {
     struct timespec gap = {0, 250000};
     int running;
@@ -114,7 +114,7 @@ static int pt_others_settled(int first)
     if (running < 0)
       break;
     seen[n] = pt_others_runnable(running);
-    zeros += seen[n] == 0;
+    quiet = seen[n] == 0 ? quiet + 1 : 0;
     n++;
   }
   for (i = 0; i < n; i++) { /* insertion sort of at most PT_SETTLE_READS counts */

@@ -31,8 +31,8 @@ twin of this rule, PolyBench's syrk and syr2k, one parallel region each, ran 2x 
 three runs on a quiet two-core machine).  A first read with no other thread runnable is taken as it is (the usual
 case: no wait).  One with some is read again every :data:`SETTLE_GAP` seconds for
 :data:`SETTLE_SPAN` (at most :data:`SETTLE_READS` reads in all, no sleep ending later than the span,
-``procs_running`` from ``/proc/loadavg``), and the call counts only as many others as a majority of
-the reads and the last one saw::
+``procs_running`` from ``/proc/loadavg``; no more reads once two in a row saw nobody), and the call
+counts only as many others as a majority of the reads and the last one saw::
 
     others = min(median(others_runnable_reads), others_runnable_reads[-1])
 
@@ -66,7 +66,8 @@ WINDOW = 0.1
 
 #: The first call's reads of the threads runnable now, when the first finds others': at most this many
 #: reads in all, :data:`SETTLE_GAP` seconds apart, none after a sleep that would end past
-#: :data:`SETTLE_SPAN` seconds from the first (so about 2 ms of sleeping, and only then).
+#: :data:`SETTLE_SPAN` seconds from the first (so at most about 2 ms of sleeping, and only then), none
+#: after two in a row that saw nobody (a start-up transient: about 0.5 ms).
 SETTLE_READS = 9
 SETTLE_GAP = 0.00025
 SETTLE_SPAN = 0.002
@@ -208,7 +209,7 @@ class IdleCores:
         if first <= 0:
             return 0
         seen, start = [first], self._clock()
-        while (len(seen) < SETTLE_READS and 2 * seen.count(0) <= SETTLE_READS
+        while (len(seen) < SETTLE_READS and seen[-2:] != [0, 0]
                and self._clock() - start + SETTLE_GAP <= SETTLE_SPAN):
             self._sleep(SETTLE_GAP)
             running = self._running()
