@@ -5,7 +5,11 @@ Generated C runs in the user's program, outside polytile's runtime, so the helpe
 top, guarded).  It follows the runtime's rule: at most ``omp_get_max_threads()`` (so ``OMP_NUM_THREADS``
 caps it), fewer when other processes keep cores busy -- busy over the last 0.1 s (``/proc/stat`` minus
 this process's CPU time) *and* runnable now (``procs_running`` minus this process's running threads);
-with no history yet (the first region of a short program), runnable now alone;
+with no history yet (the first region of a short program), runnable now alone, settled: when the first
+read finds other processes' threads runnable, it reads again every 0.25 ms for up to 2 ms (until two
+reads in a row see nobody) and counts only as many as a majority of the reads and the last one saw (a
+shell, kworker or harness runnable at one instant had halved one-region kernels such as syrk for their
+whole run; a spinning process is runnable at every read);
 ``POLYTILE_NUM_THREADS`` pins it; without ``/proc`` it is ``omp_get_max_threads()``.  Statically split
 loops wait at every barrier for a thread that lost its core: beside one busy process on two cores,
 PolyBench's atax ran 12x slower than gcc's serial code (benchmarks/README.md).
@@ -26,6 +30,10 @@ THREADS_PRELUDE = r"""/* polytile: the thread count of each parallel region belo
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+/* Where procfs is (a test compiles the helper against a fake one). */
+#ifndef PT_PROC
+#define PT_PROC "/proc"
+#endif
 static double pt_seconds(clockid_t clock)
 {
   struct timespec t;
@@ -34,19 +42,19 @@ static double pt_seconds(clockid_t clock)
 }
 static int pt_own_running(void)
 {
-  DIR *d = opendir("/proc/self/task");
+  DIR *d = opendir(PT_PROC "/self/task");
   struct dirent *e;
   int n = 0;
   if (!d)
     return 1;
   while ((e = readdir(d)) != NULL) {
-    char path[64], buf[512];
+    char path[sizeof PT_PROC + 48], buf[512];
     FILE *f;
     size_t k;
     char *p;
     if (e->d_name[0] == '.')
       continue;
-    snprintf(path, sizeof path, "/proc/self/task/%.20s/stat", e->d_name);
+    snprintf(path, sizeof path, PT_PROC "/self/task/%.20s/stat", e->d_name);
     f = fopen(path, "r");
     if (!f)
       continue;
@@ -59,6 +67,62 @@ static int pt_own_running(void)
   }
   closedir(d);
   return n > 0 ? n : 1;
+}
+/* Threads of other processes runnable now: procs_running (the caller's read) minus ours in state R. */
+static int pt_others_runnable(int running)
+{
+  int n;
+  if (running <= 1)
+    return 0; /* the caller itself is running */
+  n = running - pt_own_running();
+  return n > 0 ? n : 0;
+}
+/* procs_running again, from /proc/loadavg ("0.10 0.20 0.30 2/123 456"): the same kernel count as in
+   /proc/stat, from a file of a few bytes on any machine (/proc/stat grows with CPUs and interrupts). */
+static int pt_running_now(void)
+{
+  char buf[128];
+  int running = -1;
+  FILE *f = fopen(PT_PROC "/loadavg", "r");
+  if (!f)
+    return -1;
+  if (!fgets(buf, sizeof buf, f) || sscanf(buf, "%*s %*s %*s %d/", &running) != 1)
+    running = -1;
+  fclose(f);
+  return running;
+}
+/* The first region's count of others' runnable threads, from the first read `first`.  None runnable: taken
+   as it is.  Some: read again every 0.25 ms for 2 ms (at most PT_SETTLE_READS reads in all; no sleep that
+   would end later; no more reads once two in a row saw nobody), and counted only as many as a majority
+   of the reads and the last one saw (min(median, last)): a shell, kworker or harness runnable at one
+   instant has gone by then; a process spinning on a core is runnable at every read. */
+#define PT_SETTLE_READS 9
+static int pt_others_settled(int first)
+{
+  int seen[PT_SETTLE_READS], sorted[PT_SETTLE_READS], n = 1, quiet = 0, i, j;
+  double start;
+  if (first <= 0)
+    return 0;
+  seen[0] = first;
+  start = pt_seconds(CLOCK_MONOTONIC);
+  while (n < PT_SETTLE_READS && quiet < 2 &&
+         pt_seconds(CLOCK_MONOTONIC) - start + 0.00025 <= 0.002) {
+    struct timespec gap = {0, 250000};
+    int running;
+    nanosleep(&gap, NULL);
+    running = pt_running_now();
+    if (running < 0)
+      break;
+    seen[n] = pt_others_runnable(running);
+    quiet = seen[n] == 0 ? quiet + 1 : 0;
+    n++;
+  }
+  for (i = 0; i < n; i++) { /* insertion sort of at most PT_SETTLE_READS counts */
+    for (j = i; j > 0 && sorted[j - 1] > seen[i]; j--)
+      sorted[j] = sorted[j - 1];
+    sorted[j] = seen[i];
+  }
+  return sorted[(n - 1) / 2] < seen[n - 1] ? sorted[(n - 1) / 2] : seen[n - 1];
 }
 static int pt_threads(void)
 {
@@ -82,7 +146,7 @@ static int pt_threads(void)
   now = pt_seconds(CLOCK_MONOTONIC);
   if (last_t >= 0.0 && now - last_t < 0.1)
     return last_n < max ? last_n : max;
-  f = fopen("/proc/stat", "r");
+  f = fopen(PT_PROC "/stat", "r");
   if (!f || !fgets(line, sizeof line, f) ||
       sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
              &v[6], &v[7]) < 4) {
@@ -106,15 +170,14 @@ static int pt_threads(void)
   if (last_t >= 0.0 && ncpu > 0 && tick > 0) {
     double others = ((busy - last_busy) / tick - (own - last_own)) / (now - last_t);
     int lately = others > 0.0 ? (int)(others + 0.5) : 0;
-    int busy_now = running >= 0 ? running - pt_own_running() : lately;
+    int busy_now = running >= 0 ? pt_others_runnable(running) : lately;
     int taken = lately < busy_now ? lately : busy_now;
     last_n = ncpu - (taken > 0 ? taken : 0);
     if (last_n < 1)
       last_n = 1;
   } else if (ncpu > 0 && running >= 0) {
-    /* No history yet (a short program's first region): the threads of others runnable right now. */
-    int busy_now = running - pt_own_running();
-    last_n = ncpu - (busy_now > 0 ? busy_now : 0);
+    /* No history yet (a short program's first region): the threads of others runnable now, settled. */
+    last_n = ncpu - pt_others_settled(pt_others_runnable(running));
     if (last_n < 1)
       last_n = 1;
   } else {

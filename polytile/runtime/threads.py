@@ -24,8 +24,20 @@ bounded by the threads of other processes runnable right now
     others  = min(round(others_busy_cores_lately), others_runnable_now)
     threads = clamp(cpus - others, 1, cpus)
 
-The first call of a process has no window yet and counts ``others_runnable_now`` alone (the same
-rule as the C helper of ``polytile opt`` output, :mod:`polytile.codegen.c_threads`).
+The first call of a process has no window yet and counts ``others_runnable_now`` alone, settled:
+a single read finds a shell, a kworker or the harness that started us as readily as a busy
+neighbour, and then a short program's only kernel call runs on too few cores (in the C helper's
+twin of this rule, PolyBench's syrk and syr2k, one parallel region each, ran 2x slower in one of
+three runs on a quiet two-core machine).  A first read with no other thread runnable is taken as it is (the usual
+case: no wait).  One with some is read again every :data:`SETTLE_GAP` seconds for
+:data:`SETTLE_SPAN` (at most :data:`SETTLE_READS` reads in all, no sleep ending later than the span,
+``procs_running`` from ``/proc/loadavg``; no more reads once two in a row saw nobody), and the call
+counts only as many others as a majority of the reads and the last one saw::
+
+    others = min(median(others_runnable_reads), others_runnable_reads[-1])
+
+A transient has gone by the last read; a process spinning on a core is runnable at every read.  The
+rule is the C helper's of ``polytile opt`` output (:mod:`polytile.codegen.c_threads`).
 
 Pinned counts win: ``POLYTILE_NUM_THREADS`` (``config.num_threads``) is set
 for every call; with ``OMP_NUM_THREADS`` in the environment, OpenMP's own
@@ -51,6 +63,14 @@ from polytile.config import get_config
 
 #: Seconds between two estimates (shorter windows see single scheduler ticks as whole cores).
 WINDOW = 0.1
+
+#: The first call's reads of the threads runnable now, when the first finds others': at most this many
+#: reads in all, :data:`SETTLE_GAP` seconds apart, none after a sleep that would end past
+#: :data:`SETTLE_SPAN` seconds from the first (so at most about 2 ms of sleeping, and only then), none
+#: after two in a row that saw nobody (a start-up transient: about 0.5 ms).
+SETTLE_READS = 9
+SETTLE_GAP = 0.00025
+SETTLE_SPAN = 0.002
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -80,6 +100,20 @@ def _machine_busy_ticks(path: str = "/proc/stat") -> Optional[Sample]:
         return None
     v = [int(x) for x in first[1:9]] + [0] * max(0, 9 - len(first))
     return sum(v[:8]) - v[3] - v[4] - v[7], cpus, running
+
+
+def _running_now(path: str = "/proc/loadavg") -> Optional[int]:
+    """Threads runnable now machine-wide (``procs_running``, the caller included), from ``/proc/loadavg``.
+
+    Its fourth field, "running/total", is the kernel count ``/proc/stat`` prints as ``procs_running``, in
+    a file of a few bytes on any machine (``/proc/stat`` grows with the CPUs and interrupts). None if
+    unreadable.
+    """
+    try:
+        with open(path, encoding="ascii") as f:
+            return int(f.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _own_runnable(task_dir: str = "/proc/self/task") -> int:
@@ -114,9 +148,10 @@ def _usable_cpus() -> int:
 class IdleCores:
     """The thread-count estimate (one per process: :data:`ESTIMATOR`).
 
-    ``clock``, ``machine``, ``own`` and ``own_runnable`` are the sources (monotonic seconds; machine
-    busy ticks, CPU count and runnable threads; this process's CPU seconds; this process's runnable
-    threads); tests pass their own.
+    ``clock``, ``machine``, ``own``, ``own_runnable``, ``running`` and ``sleep`` are the sources and the
+    wait (monotonic seconds; machine busy ticks, CPU count and runnable threads; this process's CPU
+    seconds; this process's runnable threads; machine-wide runnable threads alone, for the first call's
+    further reads; ``time.sleep``); tests pass their own.
 
     >>> est = IdleCores(clock=iter([0.0, 1.0]).__next__, machine=lambda: (0, 2, 1), own=lambda: 0.0,
     ...                 own_runnable=lambda: 1)
@@ -127,10 +162,12 @@ class IdleCores:
     def __init__(self, *, clock: Callable[[], float] = time.monotonic,
                  machine: Callable[[], Optional[Sample]] = _machine_busy_ticks,
                  own: Callable[[], float] = lambda: sum(os.times()[:2]),
-                 own_runnable: Callable[[], int] = _own_runnable, cpus: Optional[int] = None,
+                 own_runnable: Callable[[], int] = _own_runnable,
+                 running: Callable[[], Optional[int]] = _running_now,
+                 sleep: Callable[[float], None] = time.sleep, cpus: Optional[int] = None,
                  tick: int = _TICK):
         self._clock, self._machine, self._own, self._tick = clock, machine, own, tick
-        self._own_runnable = own_runnable
+        self._own_runnable, self._running, self._sleep = own_runnable, running, sleep
         self.cpus = cpus if cpus is not None else _usable_cpus()
         self._lock = threading.Lock()
         self._last: Optional[Tuple[float, int, float]] = None
@@ -162,9 +199,25 @@ class IdleCores:
                 self._threads = max(1, min(self.cpus, self.cpus - others))
             elif running is not None:
                 # No history yet (the process's first call): the other processes' threads runnable now.
-                self._threads = max(1, min(self.cpus, self.cpus - max(0, running - mine)))
+                others = self._settled(max(0, running - mine))
+                self._threads = max(1, min(self.cpus, self.cpus - others))
             self._last = (now, busy, own)
             return self._threads
+
+    def _settled(self, first: int) -> int:
+        """The first call's count of others' runnable threads, given the first read's (module docstring)."""
+        if first <= 0:
+            return 0
+        seen, start = [first], self._clock()
+        while (len(seen) < SETTLE_READS and seen[-2:] != [0, 0]
+               and self._clock() - start + SETTLE_GAP <= SETTLE_SPAN):
+            self._sleep(SETTLE_GAP)
+            running = self._running()
+            if running is None:
+                break
+            # The caller is running: at least one runnable thread is ours.
+            seen.append(0 if running <= 1 else max(0, running - max(1, self._own_runnable())))
+        return min(sorted(seen)[(len(seen) - 1) // 2], seen[-1])
 
 
 ESTIMATOR = IdleCores()
