@@ -6,7 +6,8 @@ top, guarded).  It follows the runtime's rule: at most ``omp_get_max_threads()``
 caps it), fewer when other processes keep cores busy -- busy over the last 0.1 s (``/proc/stat`` minus
 this process's CPU time) *and* runnable now (``procs_running`` minus this process's running threads);
 with no history yet (the first region of a short program), runnable now alone, settled: when the first
-read finds other processes' threads runnable, it reads again every 0.25 ms for up to 2 ms (until two
+read finds other processes' threads runnable, it reads again every 0.25 ms for up to 2 ms, and at most 5%
+of the CPU time the process used so far (PolyBench's 0.4 ms jacobi-1d ran 3x slower waiting 2 ms; until two
 reads in a row see nobody) and counts only as many as a majority of the reads and the last one saw (a
 shell, kworker or harness runnable at one instant had halved one-region kernels such as syrk for their
 whole run; a spinning process is runnable at every read);
@@ -92,7 +93,7 @@ static int pt_running_now(void)
   return running;
 }
 /* The first region's count of others' runnable threads, from the first read `first`.  None runnable: taken
-   as it is.  Some: read again every 0.25 ms for 2 ms (at most PT_SETTLE_READS reads in all; no sleep that
+   as it is.  Some: read again every 0.25 ms for 2 ms (or 5% of the process's CPU time so far, if less) (at most PT_SETTLE_READS reads in all; no sleep that
    would end later; no more reads once two in a row saw nobody), and counted only as many as a majority
    of the reads and the last one saw (min(median, last)): a shell, kworker or harness runnable at one
    instant has gone by then; a process spinning on a core is runnable at every read. */
@@ -100,13 +101,17 @@ static int pt_running_now(void)
 static int pt_others_settled(int first)
 {
   int seen[PT_SETTLE_READS], sorted[PT_SETTLE_READS], n = 1, quiet = 0, i, j;
-  double start;
+  double start, span;
   if (first <= 0)
     return 0;
   seen[0] = first;
   start = pt_seconds(CLOCK_MONOTONIC);
+  /* The wait is priced against the program's work: at most 5% of the CPU time it used to get here. */
+  span = 0.05 * pt_seconds(CLOCK_PROCESS_CPUTIME_ID);
+  if (span > 0.002)
+    span = 0.002;
   while (n < PT_SETTLE_READS && quiet < 2 &&
-         pt_seconds(CLOCK_MONOTONIC) - start + 0.00025 <= 0.002) {
+         pt_seconds(CLOCK_MONOTONIC) - start + 0.00025 <= span) {
     struct timespec gap = {0, 250000};
     int running;
     nanosleep(&gap, NULL);

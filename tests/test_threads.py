@@ -14,7 +14,9 @@ class FakeMachine:
     """Clock, machine busy ticks and own CPU seconds that a test moves forward by hand."""
 
     def __init__(self, cpus: int = 4, stat_cpus: int = 4):
-        self.t, self.busy, self.own, self.cpus, self.stat_cpus = 0.0, 0, 0.0, cpus, stat_cpus
+        # own: this process's CPU seconds, as after a start that read and initialised its data (the
+        # first call's wait is bounded by a share of it).
+        self.t, self.busy, self.own, self.cpus, self.stat_cpus = 0.0, 0, 1.0, cpus, stat_cpus
         # Threads runnable now, machine-wide and ours (None: a kernel without procs_running).
         self.running, self.mine = None, 1
         # The first call's further reads of the machine-wide runnable threads, in order (then `running`),
@@ -282,3 +284,16 @@ def test_an_unpinned_call_uses_the_estimate(probe, monkeypatch):
         m.run(1.0, others_cores=0.0)
         probe(out)
         assert out[0] == 4
+
+
+def test_a_program_that_just_started_does_not_wait():
+    # The wait is priced against the work so far (SETTLE_SHARE of the CPU time used): a program at its
+    # very start takes the first read as it is, like a 0.4 ms kernel right after a short start must.
+    m = FakeMachine(cpus=2, stat_cpus=2)
+    m.own, m.running, m.later = 0.0, 2, [1, 1, 1]
+    assert m.estimator().threads() == 1
+    assert m.sleeps == []
+    m2 = FakeMachine(cpus=2, stat_cpus=2)
+    m2.own, m2.running, m2.later = 0.01, 2, [1, 1, 1]  # 10 ms of work: 0.5 ms of reads at most
+    m2.estimator().threads()
+    assert 1 <= len(m2.sleeps) <= 2

@@ -16,10 +16,14 @@ from polytile.codegen.c_threads import THREADS_PRELUDE
 GCC = shutil.which("gcc") or shutil.which("cc")
 pytestmark = pytest.mark.skipif(GCC is None, reason="no C compiler")
 
-#: One call, as a program whose only parallel region asks for its count (syrk, syr2k).
+#: One call, as a program whose only parallel region asks for its count (syrk, syr2k), after 50 ms of
+#: work (initialising its data): the first call's wait is bounded by 5% of the CPU time used so far.
 MAIN = """
 int main(void)
 {
+  volatile double x = 0.0;
+  while (pt_seconds(CLOCK_PROCESS_CPUTIME_ID) < 0.05)
+    x += 1.0;
   printf("%d\\n", pt_threads());
   return 0;
 }

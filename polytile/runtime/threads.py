@@ -30,7 +30,8 @@ neighbour, and then a short program's only kernel call runs on too few cores (in
 twin of this rule, PolyBench's syrk and syr2k, one parallel region each, ran 2x slower in one of
 three runs on a quiet two-core machine).  A first read with no other thread runnable is taken as it is (the usual
 case: no wait).  One with some is read again every :data:`SETTLE_GAP` seconds for
-:data:`SETTLE_SPAN` (at most :data:`SETTLE_READS` reads in all, no sleep ending later than the span,
+:data:`SETTLE_SPAN`, or :data:`SETTLE_SHARE` of the CPU time the process has used so far if that is
+less (at most :data:`SETTLE_READS` reads in all, no sleep ending later than the span,
 ``procs_running`` from ``/proc/loadavg``; no more reads once two in a row saw nobody), and the call
 counts only as many others as a majority of the reads and the last one saw::
 
@@ -71,6 +72,11 @@ WINDOW = 0.1
 SETTLE_READS = 9
 SETTLE_GAP = 0.00025
 SETTLE_SPAN = 0.002
+#: ... and none past this share of the CPU time the process has used so far: the wait is priced against
+#: the program's work, which the time it took to get here (reading, initialising its data) stands for.
+#: PolyBench's jacobi-1d (a 0.4 ms kernel right after a short start) ran 3x slower with the full 2 ms
+#: wait; a kernel whose start took 40 ms or more gets the whole span.
+SETTLE_SHARE = 0.05
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -209,8 +215,9 @@ class IdleCores:
         if first <= 0:
             return 0
         seen, start = [first], self._clock()
+        span = min(SETTLE_SPAN, SETTLE_SHARE * self._own())
         while (len(seen) < SETTLE_READS and seen[-2:] != [0, 0]
-               and self._clock() - start + SETTLE_GAP <= SETTLE_SPAN):
+               and self._clock() - start + SETTLE_GAP <= span):
             self._sleep(SETTLE_GAP)
             running = self._running()
             if running is None:
