@@ -39,31 +39,41 @@ import islpy as isl
 from polytile.scheduling.marks import RegTile
 
 from . import microkernel
+from .microkernel import mentions
 
 
-def _names(text: str, name: str) -> bool:
-    return re.search(rf"\b{re.escape(name)}\b", text) is not None
+def why_not(st) -> Optional[str]:
+    """Why statement ``st`` cannot keep its running values in a register block, or None if it can:
+    it must be a C update ``lhs op= e`` whose ``e`` never names the updated array.  The scheduler asks
+    for blocks only where this is None (:func:`polytile.c_optimiser.register_blocks.block_roles`).
+
+    >>> # C[i][j] += alpha * A[i][k] * B[k][j] -> None;  A[i][j] -= A[i][k] * A[k][j] -> "... reads A ..."
+    """
+    if st.c_text is None or st.c_update is None:
+        return f"{st.name} is not a C update lhs op= e"
+    if mentions(st.c_update[2], st.body.array):
+        return f"{st.name}'s operand reads {st.body.array}, the array it updates"
+    return None
+
+
+def _at(text: str, it: str, value: str) -> str:
+    """``text`` with the AST counter ``it`` replaced by ``(value)``; a counter is never another
+    identifier of a bound (the counters' prefix is fresh), so it is replaced by name."""
+    return re.sub(rf"\b{re.escape(it)}\b", f"({value})", text)
 
 
 def _full_row(ci: str, ilb: str, jlb: str, jub: str, r: int, NR: int) -> str:
     """C true when row ``r`` of the block runs the block's ``NR`` columns ``pt_j0 ...`` (``pt_j0`` is
     row 0's first column): the column bounds at row iterator ``ci = ilb + r``.  A rectangular block's
     bounds do not name ``ci`` and every row says the same; a triangular one (``j >= i``) is full
-    where the diagonal does not cut it.  ``ci`` is an AST counter (never another identifier of a
-    bound: the counters' prefix is fresh), so it is replaced by name."""
-    def at(text: str) -> str:
-        return re.sub(rf"\b{re.escape(ci)}\b", f"(({ilb}) + {r})", text)
-    first = _first(ci, ilb, jlb)
+    where the diagonal does not cut it."""
+    row = f"({ilb}) + {r}"
+    first = _at(jlb, ci, ilb)
     if r == 0:
-        return f"({at(jub)}) - ({first}) + 1 == {NR}"
-    if not (_names(jlb, ci) or _names(jub, ci)):
+        return f"({_at(jub, ci, row)}) - ({first}) + 1 == {NR}"
+    if not (mentions(jlb, ci) or mentions(jub, ci)):
         return "1"
-    return f"({at(jlb)}) == ({first}) && ({at(jub)}) - ({first}) + 1 == {NR}"
-
-
-def _first(ci: str, ilb: str, jlb: str) -> str:
-    """Row 0's first column: ``jlb`` at ``ci = ilb``."""
-    return re.sub(rf"\b{re.escape(ci)}\b", f"({ilb})", jlb)
+    return f"({_at(jlb, ci, row)}) == ({first}) && ({_at(jub, ci, row)}) - ({first}) + 1 == {NR}"
 
 
 def emit(printer, n: isl.AstNode, mark: RegTile, generic) -> Optional[List]:
@@ -81,18 +91,16 @@ def emit(printer, n: isl.AstNode, mark: RegTile, generic) -> Optional[List]:
 
 def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
     red_loops, block, _, st, args = microkernel.chain(printer.stmts, n, mark)
-    if st.c_text is None or st.c_update is None:
-        raise microkernel.Fallback(f"{st.name} is not a C update lhs op= e")
+    why = why_not(st)
+    if why is not None:
+        raise microkernel.Fallback(why)
     lhs, op, operand = st.c_update
-    array = st.body.array
-    if _names(operand, array):
-        raise microkernel.Fallback(f"{st.name}'s operand reads {array}, the array it updates")
     red_iters = [it for _, it, *_ in red_loops]
 
     def uses_red(text: str) -> bool:
-        return any(_names(text, r) for r in red_iters)
+        return any(mentions(text, r) for r in red_iters)
 
-    in_lhs = [v for v in st.iters if _names(lhs, v)]
+    in_lhs = [v for v in st.iters if mentions(lhs, v)]
     if any(uses_red(args[v]) for v in in_lhs if v not in (mark.rows, mark.cols)):
         raise microkernel.Fallback(f"the cell {st.name} updates moves with the reduction loops")
     (ci, ilb, iub, _), (_, jlb, jub, _) = block
@@ -103,7 +111,7 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
         return " ".join(f"const long {v} = {vals.get(v, args[v])};" for v in names)
 
     acc = [[f"pt_a{r}_{c}" for c in range(NR)] for r in range(MR)]
-    head = [f"const long pt_i0 = {ilb};", f"const long pt_j0 = {_first(ci, ilb, jlb)};",
+    head = [f"const long pt_i0 = {ilb};", f"const long pt_j0 = {_at(jlb, ci, ilb)};",
             # The cell's own type (any arithmetic type, typedefs included), from the cell itself.
             binds(0, 0, in_lhs), f"typedef __typeof__({lhs}) pt_cell;",
             "pt_cell " + ", ".join(a for row in acc for a in row) + ";"]

@@ -48,6 +48,15 @@ def vec_typedef(dtype: str, lanes: int, ctype: str) -> str:
             f"__attribute__((vector_size({item * lanes}), aligned({item}), may_alias));")
 
 
+def mentions(text: str, name: str) -> bool:
+    """Whether the C text ``text`` names the identifier ``name`` (a whole word).
+
+    >>> mentions("A[i][k] * B[k][j]", "k"), mentions("Ak[i]", "k")
+    (True, False)
+    """
+    return re.search(rf"\b{re.escape(name)}\b", text) is not None
+
+
 def _depends(n: B.Node, it: str) -> bool:
     return any(isinstance(x, B.Iter) and x.name == it for x in B.walk(n))
 
@@ -117,7 +126,7 @@ class Plan:
 
     def uses_red(self, text: str) -> bool:
         """Whether the C expression ``text`` names a reduction loop's iterator."""
-        return any(re.search(rf"\b{re.escape(r)}\b", text) for r in self.red_iters)
+        return any(mentions(text, r) for r in self.red_iters)
 
 
 def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
@@ -128,7 +137,7 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
     iname, jname, NR, V = mark.rows, mark.cols, mark.nr, mark.lanes
     red_loops, block, call, st, args = chain(stmts, n, mark)
     (ci, _, _, _), (_, jlb, jub, _) = block
-    if any(re.search(rf"\b{re.escape(ci)}\b", text) for text in (jlb, jub)):
+    if any(mentions(text, ci) for text in (jlb, jub)):
         raise _Fallback("the column loop's bounds depend on the row loop (a triangular block)")
     body = st.body
     dtype = arrays[body.array].dtype
@@ -201,7 +210,7 @@ def chain(stmts, n: isl.AstNode, mark: RegTile):
         raise _Fallback("block loops are not the statement's own iterators")
     red_iters = {it for _, it, *_ in red_loops}
     for text in (ilb, iub, jlb, jub):
-        if any(re.search(rf"\b{re.escape(r)}\b", text) for r in red_iters):
+        if any(mentions(text, r) for r in red_iters):
             raise _Fallback("block bounds depend on the reduction loops")
     return red_loops, block, call, st, args
 

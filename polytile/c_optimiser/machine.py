@@ -33,15 +33,18 @@ class CMachine:
     vector_registers: int = 16
     vector_bytes: int = 32
 
+    def lanes(self, item_bytes: int) -> int:
+        """Elements of ``item_bytes`` bytes in one vector as the C compilers use it."""
+        return max(1, self.vector_bytes // max(1, item_bytes))
+
     def block(self, item_bytes: int) -> Tuple[int, int]:
         """``(MR, NR)`` of a register block of ``item_bytes`` elements: ``MR`` rows of ``NR`` columns,
         ``NR`` whole vectors, the ``MR * NR / lanes`` running values taking at most half the vector
         registers (the rest hold the operands).  On AVX-512 (32 registers, 256-bit as compiled):
         4 x 16 doubles; AVX2 (16): 4 x 8.  A 4 x 16 block ran PolyBench's gemm fastest of the shapes
         measured (4 x 8 to 8 x 16, 4 x 32; benchmarks/README.md)."""
-        lanes = max(1, self.vector_bytes // max(1, item_bytes))
         vectors_per_row = max(1, min(4, self.vector_registers // 2 // BLOCK_ROWS))
-        return BLOCK_ROWS, vectors_per_row * lanes
+        return BLOCK_ROWS, vectors_per_row * self.lanes(item_bytes)
 
     def as_dict(self) -> Dict[str, int]:
         """The facts as a dict (part of the ``opt`` cache key)."""

@@ -16,9 +16,9 @@ so the output stays bitwise identical.
 """
 from __future__ import annotations
 
-import re
 from typing import List, Mapping, Optional, Sequence, Tuple
 
+from ..codegen import c_regblock
 from ..poly import body as B
 from ..scheduling import Schedule
 from ..scheduling import regtile as regtile_step
@@ -43,9 +43,7 @@ def block_roles(s: Schedule, name: str) -> Optional[Tuple[str, str, List[str]]]:
     >>> # A[i][j] -= A[i][k] * A[k][j]           -> None (e reads A)
     """
     st = s.scop.statement(name)
-    if st.c_text is None or st.c_update is None:
-        return None
-    if re.search(rf"\b{re.escape(st.body.array)}\b", st.c_update[2]):
+    if c_regblock.why_not(st) is not None:
         return None
     plain = [e.name if isinstance(e, B.Iter) else None for e in st.body.index]
     if len(plain) < 2 or plain[-1] is None:
@@ -78,11 +76,10 @@ def register_block(s: Schedule, rep: str, group: Sequence[str], band: Sequence[s
     mr, nr = machine.block(item)
     if sizes.get(rows, 0) % mr or sizes.get(cols, 0) % nr:
         return s
-    lanes = max(1, machine.vector_bytes // item)
     try:
         t = tile_step(s, rep, {rows: mr, cols: nr})
         t = reorder_step(t, rep, [l for l in t.loop_names(rep) if l in reds] + [rows, cols])
-        t = regtile_step(t, rep, rows, cols, mr=mr, nr=nr, lanes=lanes)
+        t = regtile_step(t, rep, rows, cols, mr=mr, nr=nr, lanes=machine.lanes(item))
     except _REFUSED as e:
         notes.append(f"register block of {rep} refused: {str(e).splitlines()[0]}")
         return s
