@@ -93,8 +93,9 @@ static int pt_running_now(void)
   return running;
 }
 /* The first region's count of others' runnable threads, from the first read `first`.  None runnable: taken
-   as it is.  Some: read again every 0.25 ms for 2 ms (or 5% of the process's CPU time so far, if less) (at most PT_SETTLE_READS reads in all; no sleep that
-   would end later; no more reads once two in a row saw nobody), and counted only as many as a majority
+   as it is.  Some: read again every 0.25 ms for 2 ms, or 5% of the process's CPU time so far if less
+   (at most PT_SETTLE_READS reads in all; no sleep that would end later; no more reads once two in a
+   row saw nobody), and counted only as many as a majority
    of the reads and the last one saw (min(median, last)): a shell, kworker or harness runnable at one
    instant has gone by then; a process spinning on a core is runnable at every read. */
 #define PT_SETTLE_READS 9
