@@ -205,17 +205,18 @@ class IdleCores:
                 self._threads = max(1, min(self.cpus, self.cpus - others))
             elif running is not None:
                 # No history yet (the process's first call): the other processes' threads runnable now.
-                others = self._settled(max(0, running - mine))
+                others = self._settled(max(0, running - mine), own)
                 self._threads = max(1, min(self.cpus, self.cpus - others))
             self._last = (now, busy, own)
             return self._threads
 
-    def _settled(self, first: int) -> int:
-        """The first call's count of others' runnable threads, given the first read's (module docstring)."""
+    def _settled(self, first: int, own: float) -> int:
+        """The first call's count of others' runnable threads, given the first read's and this process's
+        CPU seconds so far (module docstring)."""
         if first <= 0:
             return 0
         seen, start = [first], self._clock()
-        span = min(SETTLE_SPAN, SETTLE_SHARE * self._own())
+        span = min(SETTLE_SPAN, SETTLE_SHARE * own)
         while (len(seen) < SETTLE_READS and seen[-2:] != [0, 0]
                and self._clock() - start + SETTLE_GAP <= span):
             self._sleep(SETTLE_GAP)
