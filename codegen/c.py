@@ -136,7 +136,11 @@ class AstPrinter:
                     self.body.locals[arr.name] = local
                     inside = self.node(inner, marks)
                     self.body.locals = saved
-                    return [cgen.Block([cgen.Line(f"{ctype(arr.dtype)} {local};")] + inside)]
+                    # A C file's element type is its own declaration (a typedef, `unsigned`), which
+                    # the dtype only approximates (uint32 would need <stdint.h>).
+                    decl = (f"__typeof__({arr.name}{'[0]' * len(arr.shape)})" if self.c_source
+                            else ctype(arr.dtype))
+                    return [cgen.Block([cgen.Line(f"{decl} {local};")] + inside)]
                 case Pack():
                     return self._pack(n, mark, inner, marks)
                 case RegTile():

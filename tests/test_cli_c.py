@@ -227,7 +227,7 @@ def test_compare_fails_loudly_on_a_wrong_variant(monkeypatch, capsys):
         text, results = real(path, **options)
         if options.get("fusion") == "max":
             # One coefficient changed in the generated region: a variant that computes something else.
-            text = text.replace(b"0.2 * (B[i][j]", b"0.25 * (B[i][j]", 1)
+            text = text.replace(b"0.2 * (B[i][j]", b"0.25 * (B[i][j]")  # parallel and serial copies
             assert b"0.25 * (B[i][j]" in text
         return text, results
 

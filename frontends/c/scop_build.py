@@ -60,7 +60,7 @@ class _ScopBuilder:
             body = B.Store(s.write.array, self.index_nodes(s.write), B.Const(0, sym.dtype or "float64"), reduce)
             loc = self.src.location(s.node.coord)
             statements.append(Statement(s.name, s.iters, domain, body, "c", origin=s.write.array, text=s.c_text,
-                                        loc=loc, c_text=s.c_text, c_update=s.update,
+                                        loc=loc, c_text=s.c_text, c_update=s.update, c_ops=s.ops,
                                         reads_override=reads, write_override=write))
         arrays = self.arrays(statements)
         domain = isl.UnionSet.empty(context.get_space())

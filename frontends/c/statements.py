@@ -39,6 +39,32 @@ class _Stmt:
     # (lhs, "+=" | "-=" | "*=", e) as C text (isl iterator names); ``operand`` are the reads of e alone.
     update: Optional[Tuple[str, str, str]] = None
     operand: Tuple[_Access, ...] = ()
+    ops: int = 1
+
+
+def _ops(node: c_ast.Node) -> int:
+    """Arithmetic operations one execution of statement ``node`` performs: binary and unary operators,
+    calls and a compound assignment's own operator; subscripts are address arithmetic and do not
+    count (the cost estimate of :mod:`polytile.c_optimiser.team`).
+
+    >>> from pycparser import c_parser
+    >>> body = c_parser.CParser().parse("void f(){ B[i] = 0.3 * (A[i-1] + A[i] + A[i+1]); }").ext[0].body
+    >>> _ops(body.block_items[0])
+    3
+    """
+    def count(n: c_ast.Node) -> int:
+        if isinstance(n, c_ast.ArrayRef):
+            return count(n.name)
+        own = 1 if isinstance(n, (c_ast.BinaryOp, c_ast.FuncCall)) else 0
+        if isinstance(n, c_ast.UnaryOp) and n.op in ("-", "!", "~", "++", "--", "p++", "p--"):
+            own = 1
+        if isinstance(n, c_ast.Assignment) and n.op != "=":
+            own = 1
+        kids = [c for _, c in n.children() if not (isinstance(n, c_ast.FuncCall) and c is n.name)]
+        if isinstance(n, c_ast.Assignment):
+            kids = [n.rvalue]
+        return own + sum(count(c) for c in kids)
+    return count(node)
 
 
 def _reduction_form(node: c_ast.Node) -> Tuple[Optional[str], Optional[c_ast.Node]]:
@@ -220,4 +246,5 @@ class _StatementReader:
         name = f"S{len(self.stmts)}"
         time = ctx.prefix + (str(seq.next()),)
         self.stmts.append(_Stmt(name, origin, tuple(v for _, v in ctx.loops), ctx.conds, time, write, reads,
-                                _c(text_node) + ";", _update_text(text_node), tuple(operand_reads)))
+                                _c(text_node) + ";", _update_text(text_node), tuple(operand_reads),
+                                max(1, _ops(node))))

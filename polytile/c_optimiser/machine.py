@@ -1,7 +1,8 @@
 """What the C optimiser reads from a hardware descriptor: one small frozen record.
 
 The passes (:mod:`.tiling`, :mod:`.register_blocks`) size tiles by the L2
-cache and register blocks by the vector register file.  They get these facts
+cache, register blocks by the vector register file and price work by the clock
+(:mod:`.team`).  They get these facts
 as a :class:`CMachine` made once per file (:func:`machine`), never by reading
 the descriptor themselves.
 """
@@ -32,6 +33,9 @@ class CMachine:
     l2_bytes: int = 1 << 20
     vector_registers: int = 16
     vector_bytes: int = 32
+    #: Clock in GHz, to the nearest 0.5 (the ``host`` descriptor reads the current frequency, which
+    #: moves; the record is part of the ``opt`` cache key).
+    ghz: float = 3.0
 
     def lanes(self, item_bytes: int) -> int:
         """Elements of ``item_bytes`` bytes in one vector as the C compilers use it."""
@@ -46,10 +50,10 @@ class CMachine:
         vectors_per_row = max(1, min(4, self.vector_registers // 2 // BLOCK_ROWS))
         return BLOCK_ROWS, vectors_per_row * self.lanes(item_bytes)
 
-    def as_dict(self) -> Dict[str, int]:
+    def as_dict(self) -> Dict[str, float]:
         """The facts as a dict (part of the ``opt`` cache key)."""
         return {"l2_bytes": self.l2_bytes, "vector_registers": self.vector_registers,
-                "vector_bytes": self.vector_bytes}
+                "vector_bytes": self.vector_bytes, "ghz": self.ghz}
 
 
 def machine(hardware: Any) -> CMachine:
@@ -70,6 +74,7 @@ def machine(hardware: Any) -> CMachine:
             l2 = levels[min(1, len(levels) - 1)].size_bytes
         regs = getattr(hw, "vector_registers", None)
         simd = getattr(hw, "simd_bytes", None)
+        ghz = getattr(hw, "clock_ghz", None)
     except PolytileError:
         raise
     except Exception:  # pragma: no cover - a descriptor without the usual levels
@@ -77,4 +82,5 @@ def machine(hardware: Any) -> CMachine:
     default = CMachine()
     return CMachine(l2_bytes=int(l2 or default.l2_bytes),
                     vector_registers=int(regs or default.vector_registers),
-                    vector_bytes=min(int(simd or default.vector_bytes), C_VECTOR_BYTES))
+                    vector_bytes=min(int(simd or default.vector_bytes), C_VECTOR_BYTES),
+                    ghz=max(0.5, round(2 * float(ghz)) / 2) if ghz else default.ghz)

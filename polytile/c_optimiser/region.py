@@ -17,14 +17,15 @@ from typing import List, Optional, Sequence, Tuple
 import islpy as isl
 
 from .. import deps as deps_mod
-from ..codegen.c import fresh_counter_prefix, generate_region
+from ..codegen.c import REGION_PRELUDE, fresh_counter_prefix, generate_region
 from ..deadline import interrupts_after, with_deadline
 from ..errors import PolytileError, ScheduleError
 from ..frontends.c import CScop
 from ..scheduling import Schedule, Step
 from ..cost.parallel_work import min_parallel_work
 from .machine import CMachine
-from .strategy import _scop_options
+from .strategy import _scop_options, serial_schedule
+from . import team as team_mod
 
 
 @dataclass
@@ -139,6 +140,25 @@ CODEGEN_MIN_SECONDS = 2.0
 REPLAY_CODEGEN_SECONDS = 120.0
 
 
+def _with_team_test(code: str, scop, s: Schedule, machine: CMachine, cs: CScop, max_ops: Optional[int],
+                    notes: List[str]) -> str:
+    """``code`` when its parallel loops pay for the thread team (:mod:`.team`); else the region's original
+    order, serially (:func:`.strategy.serial_schedule`); where that depends on the sizes, both behind a
+    run-time test of them."""
+    t = team_mod.team(s, machine, cs.macros)
+    verdict = team_mod.pays(t)
+    if verdict:
+        return code
+    serial, _ = _generate_bounded(scop, serial_schedule(scop, s.deps), max_ops, taken=cs.taken,
+                                  seconds=CODEGEN_ATTEMPT_SECONDS)
+    if verdict is False:
+        notes.append(team_mod.serial_note(t))
+        return serial
+    notes.append("parallel loops run only where the sizes make the work pay for the thread team (a run-time "
+                 "test; the original order, serially, elsewhere)")
+    return team_mod.versioned(REGION_PRELUDE, code, serial, t, team_mod.with_sizes(scop.context, cs.macros))
+
+
 def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusion: str = "smart",
                     machine: CMachine = CMachine(), steps: Optional[Sequence[Step]] = None,
                     max_operations: Optional[int] = MAX_CODEGEN_OPERATIONS) -> RegionResult:
@@ -192,6 +212,7 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
             res.notes.extend(extra_notes)
             res.notes.extend(local)
             res.notes.extend(gen_notes)
+            code = _with_team_test(code, use_scop, s, machine, cs, max_operations, res.notes)
             res.schedule = s
             head = "/* polytile opt: " + " -> ".join(str(st) for st in s.steps) + " */\n"
             if expansion is not None:  # the expanded scalars' arrays, and live-out values put back

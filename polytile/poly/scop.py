@@ -52,6 +52,9 @@ class Statement:
     # reordered: a register block holds the running value of ``lhs`` in a variable
     # (codegen/c_regblock.py), and a reduction's SIMD loop accumulates e (``c_reduction``).
     c_update: Optional[Tuple[str, str, str]] = None
+    # Arithmetic operations per instance of a C statement (its body does not spell them out), for
+    # cost estimates; 0 when the body is a real expression (count that instead).
+    c_ops: int = 0
     reads_override: Optional[isl.UnionMap] = field(default=None, repr=False)
     write_override: Optional[isl.Map] = field(default=None, repr=False)
 
