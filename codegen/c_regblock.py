@@ -36,7 +36,7 @@ from typing import List, Optional
 import cgen
 import islpy as isl
 
-from polytile.scheduling.marks import RegTile
+from polytile.scheduling.marks import NO_LOOP, RegTile
 
 from . import microkernel
 from .microkernel import mentions
@@ -103,16 +103,26 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
     in_lhs = [v for v in st.iters if mentions(lhs, v)]
     if any(uses_red(args[v]) for v in in_lhs if v not in (mark.rows, mark.cols)):
         raise microkernel.Fallback(f"the cell {st.name} updates moves with the reduction loops")
-    (ci, ilb, iub, _), (_, jlb, jub, _) = block
+    row, col = block  # either may be None: a block along one loop (MR x 1 or 1 x NR)
     MR, NR = mark.mr, mark.nr
 
     def binds(r: int, c: int, names) -> str:
-        vals = {mark.rows: f"pt_i0 + {r}", mark.cols: f"pt_j0 + {c}"}
+        vals = {}
+        if row is not None:
+            vals[mark.rows] = f"pt_i0 + {r}"
+        if col is not None:
+            vals[mark.cols] = f"pt_j0 + {c}"
         return " ".join(f"const long {v} = {vals.get(v, args[v])};" for v in names)
 
     acc = [[f"pt_a{r}_{c}" for c in range(NR)] for r in range(MR)]
-    head = [f"const long pt_i0 = {ilb};", f"const long pt_j0 = {_at(jlb, ci, ilb)};",
-            # The cell's own type (any arithmetic type, typedefs included), from the cell itself.
+    head = []
+    if row is not None:
+        ci, ilb, iub, _ = row
+        head.append(f"const long pt_i0 = {ilb};")
+    if col is not None:
+        _, jlb, jub, _ = col
+        head.append(f"const long pt_j0 = {_at(jlb, ci, ilb) if row is not None else jlb};")
+    head += [  # The cell's own type (any arithmetic type, typedefs included), from the cell itself.
             binds(0, 0, in_lhs), f"typedef __typeof__({lhs}) pt_cell;",
             "pt_cell " + ", ".join(a for row in acc for a in row) + ";"]
     loads = [f"{{ {binds(r, c, in_lhs)} {acc[r][c]} = {lhs}; }}" for r in range(MR) for c in range(NR)]
@@ -122,6 +132,14 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
     for _, it, init, cond, inc in reversed(red_loops):
         loop = cgen.For(f"long {it} = {init}", cond, f"{it} += {inc}", cgen.Block([loop]))
     fast = cgen.Block([cgen.Line(x) for x in head + loads] + [loop] + [cgen.Line(x) for x in stores])
-    full = f"({iub}) - ({ilb}) + 1 == {MR} && " + " && ".join(_full_row(ci, ilb, jlb, jub, r, NR) for r in range(MR))
-    printer.notes.append(f"register block {MR}x{NR} of {st.name} over {mark.rows}, {mark.cols}")
+    tests = []
+    if row is not None:
+        tests.append(f"({iub}) - ({ilb}) + 1 == {MR}")
+    if col is not None and row is not None:
+        tests += [_full_row(ci, ilb, jlb, jub, r, NR) for r in range(MR)]
+    elif col is not None:
+        tests.append(f"({jub}) - ({jlb}) + 1 == {NR}")
+    full = " && ".join(tests)
+    over = ", ".join(x for x in (mark.rows, mark.cols) if x != NO_LOOP)
+    printer.notes.append(f"register block {MR}x{NR} of {st.name} over {over}")
     return [cgen.If(full, fast, cgen.Block(generic()))]

@@ -31,7 +31,7 @@ import islpy as isl
 
 from polytile import dtypes as D
 from polytile.poly import body as B
-from polytile.scheduling.marks import RegTile
+from polytile.scheduling.marks import NO_LOOP, RegTile
 
 #: The element types a register tile holds in GCC vectors (their sizes come from polytile.dtypes).
 VECTOR_DTYPES = ("float32", "float64", "int32", "int64")
@@ -135,6 +135,8 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
     >>> # plan = analyse(printer.stmts, printer.arrays, inner, RegTile(1, "i", 8, "j", 32, 16))
     """
     iname, jname, NR, V = mark.rows, mark.cols, mark.nr, mark.lanes
+    if NO_LOOP in (iname, jname):
+        raise _Fallback("a one-dimensional block (C statements' blocks only, codegen/c_regblock.py)")
     red_loops, block, call, st, args = chain(stmts, n, mark)
     (ci, _, _, _), (_, jlb, jub, _) = block
     if any(mentions(text, ci) for text in (jlb, jub)):
@@ -173,7 +175,8 @@ def chain(stmts, n: isl.AstNode, mark: RegTile):
     The chain must be ``mark.reduction_loops`` plain loops, then the row and column block loops
     (unit steps, bounds free of the reduction loops; the column loop's may move with the row loop's
     iterator, a triangular block), then one statement whose iterators the block
-    loops are; otherwise :class:`_Fallback` (shared by the vector and the C-text emitters).
+    loops are; otherwise :class:`_Fallback` (shared by the vector and the C-text emitters).  A role
+    that is :data:`~polytile.scheduling.marks.NO_LOOP` has no loop and ``None`` in ``block``.
     """
     nred, iname, jname = mark.reduction_loops, mark.rows, mark.cols
     # Walk the chain: nred reduction loops, then the i and j block loops, then one statement.
@@ -187,8 +190,9 @@ def chain(stmts, n: isl.AstNode, mark: RegTile):
         it = _c(node.for_get_iterator())
         red_loops.append((node, it, _c(node.for_get_init()), _c(node.for_get_cond()), _c(node.for_get_inc())))
         node = node.for_get_body()
-    block = []
-    for _ in range(2):
+    found = []
+    roles = [r for r in (iname, jname) if r != NO_LOOP]
+    for _ in roles:
         while node.get_type() == isl.ast_node_type.mark:
             node = node.mark_get_node()
         if node.get_type() != isl.ast_node_type.for_ or node.for_is_degenerate():
@@ -196,8 +200,10 @@ def chain(stmts, n: isl.AstNode, mark: RegTile):
         it = _c(node.for_get_iterator())
         if _c(node.for_get_inc()) != "1":
             raise _Fallback("block loop with a non-unit step")
-        block.append((it, _c(node.for_get_init()), _ub(_c(node.for_get_cond()), it), node))
+        found.append((it, _c(node.for_get_init()), _ub(_c(node.for_get_cond()), it), node))
         node = node.for_get_body()
+    loops = iter(found)
+    block = [next(loops) if r != NO_LOOP else None for r in (iname, jname)]
     while node.get_type() == isl.ast_node_type.mark:
         node = node.mark_get_node()
     if node.get_type() != isl.ast_node_type.user:
@@ -205,11 +211,10 @@ def chain(stmts, n: isl.AstNode, mark: RegTile):
     call = node.user_get_expr()
     st = stmts[call.op_get_arg(0).id_get_id().get_name()]
     args = {v: _c(call.op_get_arg(k + 1)) for k, v in enumerate(st.iters)}
-    (ci, ilb, iub, _), (cj, jlb, jub, _) = block
-    if args.get(iname) != ci or args.get(jname) != cj:
+    if any(b is not None and args.get(r) != b[0] for r, b in zip((iname, jname), block)):
         raise _Fallback("block loops are not the statement's own iterators")
     red_iters = {it for _, it, *_ in red_loops}
-    for text in (ilb, iub, jlb, jub):
+    for text in (x for b in block if b is not None for x in b[1:3]):
         if any(mentions(text, r) for r in red_iters):
             raise _Fallback("block bounds depend on the reduction loops")
     return red_loops, block, call, st, args

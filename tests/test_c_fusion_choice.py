@@ -34,6 +34,7 @@ def _keys(name: str):
 
 
 REREADS = strategy.CRITERIA.index("extra passes over the largest arrays")
+BLOCKS = strategy.CRITERIA.index("updates without a register block")
 REGIONS = strategy.CRITERIA.index("loops around the parallel loop")
 
 
@@ -69,14 +70,15 @@ def test_gemver_wavefront_of_column_sweeps_loses():
     assert _chosen("gemver.c")[0] == {"kind": "isl", "fusion": "none"}
 
 
-def test_fusion_that_saves_a_pass_stays():
-    # atax: tmp = A x; y = A^T tmp -- fused, A is read once; unfused, twice (same strides, both parallel).
+def test_register_blocks_outrank_a_saved_pass():
+    # atax: tmp = A x; y = A^T tmp -- fused, A is read once; unfused, twice (same strides, both
+    # parallel), but each update alone in its band gets a register block (8 chains of tmp[i], 32
+    # columns of y[j]): PolyBench LARGE 1.6-1.9x over gcc -O3 unfused, 1.0-1.1x fused.
     keys = _keys("atax.c")
-    assert keys["smart"][:REREADS] == keys["none"][:REREADS]
-    assert keys["none"][REREADS] > keys["smart"][REREADS]
+    assert keys["smart"][:BLOCKS] == keys["none"][:BLOCKS]
+    assert keys["none"][BLOCKS] < keys["smart"][BLOCKS] and keys["none"][REREADS] > keys["smart"][REREADS]
     base, notes = _chosen("atax.c")
-    assert base == {"kind": "isl", "fusion": "smart"}
-    assert any(n.startswith("isl's smart fusion kept") for n in notes)
+    assert base == {"kind": "isl", "fusion": "none"}
 
 
 def test_a_wavefront_loses_to_an_outermost_parallel_loop():

@@ -26,6 +26,7 @@ import pytest
 
 from polytile.cli import main as cli_main
 from polytile.c_optimiser import optimize_c, optimize_regions
+from polytile.c_optimiser.team import FORCE_PARALLEL, FORCE_SERIAL
 from polytile.errors import PolytileError
 from polytile.frontends.c import extract
 
@@ -83,10 +84,13 @@ CASES: Dict[str, dict] = {k: {**SPECS[k], "sizes": OPT_SIZES[k], **({"scalars": 
 STENCILS = ("jacobi-1d.c", "jacobi-2d.c", "seidel-2d.c", "fdtd-2d.c", "heat-3d.c")
 
 
-def compile_so(tmp_path: Path, name: str, text: bytes, flags=("-O2", "-fopenmp", "-ffp-contract=off")) -> ctypes.CDLL:
+def compile_so(tmp_path: Path, name: str, text: bytes, flags=("-O2", "-fopenmp", "-ffp-contract=off"),
+               team: str = FORCE_PARALLEL) -> ctypes.CDLL:
+    """Build ``text`` into a library.  A region versioned on the thread team's pay runs its optimised,
+    parallel copy whatever the test's sizes (``team``; FORCE_SERIAL for the other copy)."""
     src, so = tmp_path / f"{name}.c", tmp_path / f"{name}.so"
     src.write_bytes(text)
-    cmd = [GCC, *flags, "-fPIC", "-shared", "-o", str(so), str(src), "-lm"]
+    cmd = [GCC, *flags, team, "-fPIC", "-shared", "-o", str(so), str(src), "-lm"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, f"{r.stderr}\n--- source ---\n{text.decode()}"
     return ctypes.CDLL(str(so))
@@ -118,8 +122,9 @@ def test_every_kernel_is_covered():
     assert sorted(p.name for p in KERNELS.glob("*.c")) == sorted(CASES)
 
 
-def _run_both(kernel: str, out: bytes, results, tmp_path: Path, rng):
-    """Inputs, and the arrays after the original and after the optimised file's function."""
+def _run_both(kernel: str, out: bytes, results, tmp_path: Path, rng, team: str = FORCE_PARALLEL):
+    """Inputs, and the arrays after the original and after the optimised file's function (its parallel
+    copy, or with ``team=FORCE_SERIAL`` its serial copy, where a region has both)."""
     path = KERNELS / kernel
     case = CASES[kernel]
     sizes = _sizes(path, case)
@@ -134,7 +139,7 @@ def _run_both(kernel: str, out: bytes, results, tmp_path: Path, rng):
     body = out[len(helper):] if out.startswith(helper) else out
     assert body.startswith(raw[:results[0].cscop.start]) and body.endswith(raw[results[-1].cscop.end:])
     original = compile_so(tmp_path, "original", raw)
-    new = compile_so(tmp_path, "optimised", out)
+    new = compile_so(tmp_path, "optimised", out, team=team)
     concrete = extract(path, params=sizes, assume_no_alias=case.get("assume_no_alias", False))
     arrays = {}
     for cs in concrete:
@@ -148,8 +153,10 @@ def _run_both(kernel: str, out: bytes, results, tmp_path: Path, rng):
 
 @needs_cc
 @pytest.mark.parametrize("kernel", sorted(CASES))
-def test_optimised_kernel_is_bitwise_identical(kernel, optimised, tmp_path, rng):
-    arrays, want, got = _run_both(kernel, *optimised(kernel), tmp_path, rng)
+@pytest.mark.parametrize("team", [FORCE_PARALLEL, FORCE_SERIAL], ids=["parallel", "serial"])
+def test_optimised_kernel_is_bitwise_identical(kernel, optimised, tmp_path, rng, team):
+    # Both copies of a region versioned on the thread team's pay (the test's sizes would pick one).
+    arrays, want, got = _run_both(kernel, *optimised(kernel), tmp_path, rng, team=team)
     for name in arrays:
         np.testing.assert_array_equal(got[name], want[name], err_msg=f"{kernel}: array {name} differs")
 

@@ -27,6 +27,7 @@ from polytile.c_optimiser.machine import CMachine, machine
 from polytile.c_optimiser.register_blocks import block_roles
 from polytile.frontends.c import extract
 from polytile.scheduling import initial
+from polytile.scheduling.marks import NO_LOOP
 from polytile import deps as deps_mod
 
 from test_c_opt import compile_so, needs_cc
@@ -155,6 +156,63 @@ def test_roles():
         [cs] = extract(path)
         s = initial(cs.scop, deps_mod.compute(cs.scop))
         assert block_roles(s, "S0") is None  # lu: the operand reads A
+
+
+@needs_cc
+@pytest.mark.parametrize("n,m", [(37, 41), (64, 96), (9, 70), (70, 5)])
+def test_line_blocks_bitwise(tmp_path, n, m):
+    # atax: tmp[i] is one in-order chain per row: 8 rows run side by side (8 x 1); y[j] walks every
+    # access with unit stride: 32 columns held in vectors (1 x 32).  Partial blocks at every edge.
+    body = """  for (int i = 0; i < n; i++) {
+    tmp[i] = 0.0;
+    for (int j = 0; j < m; j++)
+      tmp[i] = tmp[i] + A[i][j] * x[j];
+    for (int j = 0; j < m; j++)
+      y[j] = y[j] + A[i][j] * tmp[i];
+  }"""
+    arrays = [("A", "n,m"), ("x", "m"), ("y", "m"), ("tmp", "n")]
+    notes = _check(tmp_path, "atax", _kernel(body, arrays), arrays, {"n": n, "m": m, "p": 1})
+    assert any("register block 8x1 of" in x for x in notes) and any("register block 1x32 of" in x for x in notes), notes
+
+
+@needs_cc
+@pytest.mark.parametrize("ctype", ["double", "float", "int"])
+def test_a_row_of_running_values_bitwise(tmp_path, ctype):
+    # covariance's column sums: mean[j] += data[i][j] moves along j only, every access walks j with
+    # unit stride -- a row of running values over the reduction loop i: 8 vectors (32 doubles; 64
+    # floats, halved to the tile's 32 columns).
+    body = """  for (int j = 0; j < m; j++) {
+    mean[j] = 0;
+    for (int i = 0; i < n; i++)
+      mean[j] += data[i][j];
+  }"""
+    arrays = [("data", "n,m"), ("mean", "m")]
+    notes = _check(tmp_path, "colsum" + ctype, _kernel(body, arrays, ctype=ctype), arrays, {"n": 45, "m": 150, "p": 1},
+                   ctype=ctype)
+    assert any("register block 1x32 of" in x for x in notes), notes
+
+
+def test_line_roles():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "a.c"
+        path.write_text(_kernel("""  for (int i = 0; i < n; i++)
+    for (int j = 0; j < m; j++) {
+      tmp[i] = tmp[i] + A[i][j] * x[j];
+      y[j] += A[i][j] * x[i];
+      x[i] += x[j];
+    }""", [("A", "n,m"), ("x", "m"), ("y", "m"), ("tmp", "n")]))
+        [cs] = extract(path)
+        s = initial(cs.scop, deps_mod.compute(cs.scop))
+        assert block_roles(s, "S0") == ("i", NO_LOOP, ["j"])  # A[i][j]: i strided -> independent chains
+        assert block_roles(s, "S1") == (NO_LOOP, "j", ["i"])  # unit stride along j -> vectors
+        assert block_roles(s, "S2") is None  # the operand reads x, the updated array
+
+
+def test_line_block_size_covers_the_fma_latency():
+    assert machine("x86-avx512").line(8, vectors=True) == 32 and machine("x86-avx2").line(8, vectors=True) == 32
+    assert machine("x86-avx2").line(4, vectors=True) == 64 and machine("x86-avx512").line(8, vectors=False) == 8
 
 
 def test_block_shape_follows_the_descriptor():

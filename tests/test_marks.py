@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import polytile
 from polytile.errors import InternalError
 from polytile.scheduling import core
-from polytile.scheduling.marks import (KINDS, Dim, Local, Pack, Parallel, Reduction, RegTile, Simd, Unroll, decode,
+from polytile.scheduling.marks import (KINDS, NO_LOOP, Dim, Local, Pack, Parallel, Reduction, RegTile, Simd, Unroll, decode,
                                        encode)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -31,7 +31,9 @@ marks = st.one_of(
     st.builds(Parallel, reductions),
     st.builds(Simd, reductions),
     st.builds(Unroll, counts),
-    st.builds(RegTile, naturals, names, counts, names, counts, counts),
+    # Two different loops; a role may be absent (NO_LOOP, size 1): a block along one loop.
+    st.tuples(naturals, names, counts, names, counts, counts).filter(lambda t: t[1] != t[3]).map(
+        lambda t: RegTile(t[0], t[1], 1 if t[1] == NO_LOOP else t[2], t[3], 1 if t[3] == NO_LOOP else t[4], t[5])),
     st.builds(Pack, names, naturals, counts),
     st.builds(Local, names),
     st.builds(Dim, naturals),
@@ -66,6 +68,8 @@ LITERALS = [
     ("unroll 4", Unroll(4)),
     ("regtile 1 i=8 j=32 16", RegTile(1, "i", 8, "j", 32, 16)),
     ("regtile 0 i=6 co=16 8", RegTile(reduction_loops=0, rows="i", mr=6, cols="co", nr=16, lanes=8)),
+    ("regtile 1 i=8 _=1 1", RegTile(1, "i", 8, NO_LOOP, 1, 1)),
+    ("regtile 1 _=1 p=32 4", RegTile(1, NO_LOOP, 1, "p", 32, 4)),
     ("pack B 1 32", Pack("B", 1, 32)),
     ("pack A 0 8", Pack(array="A", dim=0, block=8)),
     ("local T_1", Local("T_1")),
@@ -102,6 +106,7 @@ def test_unknown_text_is_refused(text):
 @pytest.mark.parametrize("build", [
     lambda: Unroll(0), lambda: Unroll(True), lambda: Unroll("4"), lambda: Dim(-1), lambda: Local("A B"),
     lambda: Local("1A"), lambda: Pack("B", 1, 0), lambda: RegTile(1, "i", 8, "j=", 32, 16),
+    lambda: RegTile(1, "_", 8, "j", 32, 4), lambda: RegTile(1, "i", 8, "i", 32, 4), lambda: RegTile(1, "_", 1, "_", 1, 1),
     lambda: Parallel((("+", "C D"),)), lambda: Parallel((("+:", "C"),)), lambda: Simd("+:s"),
     lambda: Simd((("+",),)),
 ])

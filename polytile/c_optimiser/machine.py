@@ -16,6 +16,8 @@ from ..errors import PolytileError
 #: Rows of a register block: four rows of running values, each row loading its
 #: operand of the row loop once per reduction step for ``NR`` columns.
 BLOCK_ROWS = 4
+#: Independent updates a core needs in flight to keep its FMA units busy: latency 4 cycles x 2 units.
+FMA_CHAINS = 8
 #: The widest vector the C compilers use for plain C on x86: GCC and Clang prefer 256-bit vectors
 #: on AVX-512 cores by default (``-mprefer-vector-width=256``), so a block sized for 512-bit
 #: registers would spill.
@@ -49,6 +51,19 @@ class CMachine:
         measured (4 x 8 to 8 x 16, 4 x 32; benchmarks/README.md)."""
         vectors_per_row = max(1, min(4, self.vector_registers // 2 // BLOCK_ROWS))
         return BLOCK_ROWS, vectors_per_row * self.lanes(item_bytes)
+
+    def line(self, item_bytes: int, vectors: bool) -> int:
+        """Cells of a register block along one loop: enough independent updates in flight to cover
+        the FMA latency (``FMA_CHAINS``: 4 cycles on 2 units).  Along a loop every access walks with
+        unit stride the cells pack into vectors: ``FMA_CHAINS`` vectors (within half the registers),
+        32 doubles on AVX2 and AVX-512 as compiled; across rows they stay scalars: ``FMA_CHAINS`` cells.
+
+        >>> CMachine(vector_registers=32, vector_bytes=32).line(8, vectors=True), CMachine().line(8, vectors=False)
+        (32, 8)
+        """
+        if not vectors:
+            return FMA_CHAINS
+        return max(1, min(FMA_CHAINS, self.vector_registers // 2)) * self.lanes(item_bytes)
 
     def as_dict(self) -> Dict[str, float]:
         """The facts as a dict (part of the ``opt`` cache key)."""

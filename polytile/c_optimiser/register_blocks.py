@@ -24,8 +24,8 @@ from ..scheduling import Schedule
 from ..scheduling import regtile as regtile_step
 from ..scheduling import reorder as reorder_step
 from ..scheduling import tile as tile_step
-from ..scheduling.marks import RegTile
-from .loop_facts import _REFUSED, _arrays_of
+from ..scheduling.marks import NO_LOOP, RegTile
+from .loop_facts import _REFUSED, _arrays_of, _unit_stride
 from .machine import CMachine
 
 
@@ -37,24 +37,34 @@ def block_roles(s: Schedule, name: str) -> Optional[Tuple[str, str, List[str]]]:
     access moves along it in its last subscript only, so the columns
     vectorise), ``rows`` another iterator subscripting the cell (the one of
     the next-to-last subscript if it is one), and the reductions are the
-    statement's iterators the cell does not use.
+    statement's iterators the cell does not use.  A cell that moves along one
+    loop gets a block along it, the other role :data:`NO_LOOP`.
 
     >>> # C[i][j] += alpha * A[i][k] * B[k][j]   -> ("i", "j", ["k"])
+    >>> # tmp[i] = tmp[i] + A[i][j] * x[j]       -> ("i", "_", ["j"])   (8 chains)
+    >>> # sum[p] += A[r][q][s] * C4[s][p]        -> ("_", "p", ["s"])   (8 vectors)
     >>> # A[i][j] -= A[i][k] * A[k][j]           -> None (e reads A)
     """
     st = s.scop.statement(name)
-    if c_regblock.why_not(st) is not None:
+    if c_regblock.why_not(st) is not None or NO_LOOP in st.iters:
         return None
     plain = [e.name if isinstance(e, B.Iter) else None for e in st.body.index]
-    if len(plain) < 2 or plain[-1] is None:
-        return None
-    cols = plain[-1]
-    candidates = [v for v in reversed(plain[:-1]) if v is not None and v != cols]
     used = {x.name for e in st.body.index for x in B.walk(e) if isinstance(x, B.Iter)}
     reds = [v for v in st.iters if v not in used]
-    if not candidates or not reds:
+    if not reds:
         return None
-    return candidates[0], cols, reds
+    if len(plain) >= 2 and plain[-1] is not None:
+        cols = plain[-1]
+        candidates = [v for v in reversed(plain[:-1]) if v is not None and v != cols]
+        return (candidates[0], cols, reds) if candidates else None
+    if len(used) == 1 and plain and plain[-1] in used:
+        # The cell moves along one loop: a block along it.  Where every access walks that loop with unit
+        # stride (doitgen's sum[p] += A[r][q][s] * C4[s][p]) the compiler packs the cells into vectors;
+        # elsewhere (atax's tmp[i] += A[i][j] * x[j]) the cells are independent in-order chains the CPU
+        # overlaps, one FMA latency each.
+        (v,) = used
+        return (NO_LOOP, v, reds) if _unit_stride(s, name, v) else (v, NO_LOOP, reds)
+    return None
 
 
 def register_block(s: Schedule, rep: str, group: Sequence[str], band: Sequence[str], sizes: Mapping[str, int],
@@ -70,20 +80,28 @@ def register_block(s: Schedule, rep: str, group: Sequence[str], band: Sequence[s
     if roles is None or list(group) != [rep]:
         return s
     rows, cols, reds = roles
-    if not {rows, cols, *reds} <= set(band):
+    present = [x for x in (rows, cols) if x != NO_LOOP]
+    if not {*present, *reds} <= set(band):
         return s
     item = _arrays_of(s, [rep])[s.scop.statement(rep).body.array][0]
-    mr, nr = machine.block(item)
-    if sizes.get(rows, 0) % mr or sizes.get(cols, 0) % nr:
+    if rows == NO_LOOP:
+        mr, nr, lanes = 1, machine.line(item, vectors=True), machine.lanes(item)
+        while nr > lanes and sizes.get(cols, 0) % nr:
+            nr //= 2
+    elif cols == NO_LOOP:
+        mr, nr, lanes = machine.line(item, vectors=False), 1, 1
+    else:
+        (mr, nr), lanes = machine.block(item), machine.lanes(item)
+    if (rows != NO_LOOP and sizes.get(rows, 0) % mr) or (cols != NO_LOOP and sizes.get(cols, 0) % nr):
         return s
     try:
-        t = tile_step(s, rep, {rows: mr, cols: nr})
-        t = reorder_step(t, rep, [l for l in t.loop_names(rep) if l in reds] + [rows, cols])
-        t = regtile_step(t, rep, rows, cols, mr=mr, nr=nr, lanes=machine.lanes(item))
+        t = tile_step(s, rep, {x: size for x, size in ((rows, mr), (cols, nr)) if x != NO_LOOP})
+        t = reorder_step(t, rep, [l for l in t.loop_names(rep) if l in reds] + present)
+        t = regtile_step(t, rep, rows, cols, mr=mr, nr=nr, lanes=lanes)
     except _REFUSED as e:
         notes.append(f"register block of {rep} refused: {str(e).splitlines()[0]}")
         return s
-    notes.append(f"register block of {rep}: {mr} x {nr} running values over {rows}, {cols}, "
+    notes.append(f"register block of {rep}: {mr} x {nr} running values over {', '.join(present)}, "
                  f"reduction loops {', '.join(reds)} outside them")
     return t
 

@@ -41,6 +41,12 @@ TEAM_START_S = 1e-4
 #: good to a factor of about two (jacobi-1d: 0.72 ms estimated, 0.37 ms measured), and a lost bet on a
 #: small region shows as a slowdown against serial code.
 PAYBACK = 2.0
+#: The macro the run-time test goes through: ``-D'POLYTILE_TEAM_PAYS(pays)=1'`` builds the parallel copy
+#: only, ``=0`` the serial one (``opt --verify`` and the tests check both against the original).
+TEAM_MACRO = "POLYTILE_TEAM_PAYS"
+#: Compiler options that select one copy of a versioned region (:func:`versioned`).
+FORCE_PARALLEL = f"-D{TEAM_MACRO}(pays)=1"
+FORCE_SERIAL = f"-D{TEAM_MACRO}(pays)=0"
 #: FMA (or add) units per core the estimate assumes.
 FMA_UNITS = 2
 
@@ -204,7 +210,8 @@ def versioned(prelude: str, parallel: str, serial: str, t: Team, context: isl.Se
     ``prelude if (<test>) <parallel> else <serial>``.
 
     Before: ``{ for (c0 ...) #pragma omp parallel for ... }``
-    After:  ``if ((1.9e-10 * (double)(tsteps) * (double)(n - 2) + ...) >= 2.0 * (...)) { ... } else { ... }``
+    After:  ``if (POLYTILE_TEAM_PAYS((1.9e-10 * (double)(tsteps) * ...) >= 2.0 * (...))) { ... } else { ... }``
     """
     par, ser = parallel[len(prelude):], serial[len(prelude):]
-    return f"{prelude}if ({t.c_condition(context)})\n{par.rstrip()}\nelse\n{ser}"
+    guard = f"#ifndef {TEAM_MACRO}\n#define {TEAM_MACRO}(pays) (pays)\n#endif\n"
+    return f"{prelude}{guard}if ({TEAM_MACRO}({t.c_condition(context)}))\n{par.rstrip()}\nelse\n{ser}"

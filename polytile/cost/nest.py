@@ -15,7 +15,7 @@ import islpy as isl
 from ..poly import body as B
 from ..poly.scop import Statement
 from ..errors import InternalError
-from ..scheduling.marks import RegTile
+from ..scheduling.marks import NO_LOOP, RegTile
 from .footprints import _StmtInfo, _cells, _conflict_levels, _image_sizes, _info, _line_bytes, _sets_touched
 from .roofline import _Nest, _chains, _depends, _plain_lanes
 
@@ -212,7 +212,8 @@ def _stmt_nest(s, name: str, hw) -> Optional[_Nest]:
         regtile = (mr, nr, lanes)
         # Each block loop's iterator is cut into tiles (the next-wider width among the tiles'
         # extents of it, e.g. mc) and those into blocks; partial blocks run the plain loops.
-        (f_i, rem_i), (f_j, rem_j) = (_block_split(info, st, tiles, it, b) for it, b in ((ri, mr), (rj, nr)))
+        (f_i, rem_i), (f_j, rem_j) = ((1.0, 0) if it == NO_LOOP else _block_split(info, st, tiles, it, b)
+                                      for it, b in ((ri, mr), (rj, nr)))
         full = f_i * f_j
         plain = [(1 - f_j, kind, float(rem_j), mr * rem_j / vec),
                  (f_j * (1 - f_i), kind, float(nr), rem_i * nr / vec)]

@@ -158,12 +158,20 @@ class Unroll(_Mark):
         return cls(int(groups[0]))
 
 
+#: The loop of a register block's absent role: a one-dimensional block (``regtile 1 i=8 _=1 1``, eight
+#: rows of running values; ``regtile 1 _=1 j=32 4``, a row of 32).  Never a loop name (C iterators
+#: named ``_`` get no block, :func:`polytile.c_optimiser.register_blocks.block_roles`).
+NO_LOOP = "_"
+
+
 @dataclass(frozen=True)
 class RegTile(_Mark):
     """``regtile 1 i=8 j=32 16``: a register tile of ``mr x nr`` accumulators over loops ``rows`` x ``cols``.
 
     The mark sits on the outermost of ``reduction_loops`` loops that directly
-    enclose the block loops; ``lanes`` is the SIMD width in elements.
+    enclose the block loops; ``lanes`` is the SIMD width in elements.  One of
+    ``rows`` and ``cols`` may be :data:`NO_LOOP` (its size then 1): a block
+    along one loop, for a cell with one subscript (C statements only).
     """
 
     keyword: ClassVar[str] = "regtile"
@@ -181,6 +189,9 @@ class RegTile(_Mark):
         _name(self, "cols")
         for f in ("mr", "nr", "lanes"):
             _count(self, f, 1)
+        if (self.rows == NO_LOOP and self.mr != 1) or (self.cols == NO_LOOP and self.nr != 1) or \
+                self.rows == self.cols:
+            raise InternalError(f"RegTile: an absent role ({NO_LOOP}) has size 1, and the roles differ: {self.arg()!r}")
 
     def arg(self) -> str:
         return f"{self.reduction_loops} {self.rows}={self.mr} {self.cols}={self.nr} {self.lanes}"
@@ -303,5 +314,5 @@ def decode(text: str) -> Mark:
     return mark
 
 
-__all__ = ["Reduction", "Parallel", "Simd", "Unroll", "RegTile", "Pack", "Local", "Dim", "Mark", "KINDS",
+__all__ = ["NO_LOOP", "Reduction", "Parallel", "Simd", "Unroll", "RegTile", "Pack", "Local", "Dim", "Mark", "KINDS",
            "LOOP_MARKS", "encode", "decode"]

@@ -23,7 +23,7 @@ import islpy as isl
 from ..errors import ScheduleError
 from ..isl_parts import sets_of
 from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, range_map
-from .marks import RegTile
+from .marks import NO_LOOP, RegTile
 
 
 # ---------------------------------------------------------------------------
@@ -538,24 +538,28 @@ def regtile(s: Schedule, stmt: str, rows: str, cols: str, *, mr: int, nr: int, l
     st = s.resolve(stmt)
     loops = _loops_in(s, st)
     names = [n for _, n in loops]
-    if len(names) < 2 or names[-2:] != [rows, cols]:
-        raise ScheduleError(f"regtile: {rows!r}, {cols!r} must be the two innermost loops of {st} (its loops: {', '.join(names)})")
+    # A role named NO_LOOP is absent: a one-dimensional block along the other loop.
+    present = [x for x in (rows, cols) if x != NO_LOOP]
+    k = len(present)
+    if not present or len(names) < k or names[-k:] != present:
+        raise ScheduleError(f"regtile: {', '.join(map(repr, present)) or 'a block loop'} must be the innermost "
+                            f"loops of {st} (its loops: {', '.join(names)})")
     for x, what in ((mr, "mr"), (nr, "nr"), (lanes, "lanes")):
         if not isinstance(x, int) or x < 1:
             raise ScheduleError(f"regtile: {what} must be a positive integer, got {x!r}")
     if nr % lanes:
         raise ScheduleError(f"regtile: nr={nr} must be a multiple of lanes={lanes}")
     stmt_obj = s.scop.statement(st)
-    if rows not in stmt_obj.iters or cols not in stmt_obj.iters:
+    if any(x not in stmt_obj.iters for x in present):
         raise ScheduleError("regtile: the block loops must be the statement's own iterators (tile them, don't skew them)")
     out_iters = {x.name for e in stmt_obj.body.index for x in _walk_iters(e)}
     nred = 0
-    for name in reversed(names[:-2]):
+    for name in reversed(names[:-k]):
         if name in stmt_obj.iters and name not in out_iters:
             nred += 1
         else:
             break
-    anchor = names[len(names) - 2 - nred]
+    anchor = names[len(names) - k - nred]
     arg = RegTile(nred, rows, int(mr), cols, int(nr), int(lanes)).arg()  # the tree's mark is "regtile " + arg
     return _mark(s, stmt, anchor, REGTILE, arg,
                  Step.make("regtile", stmt=stmt, rows=rows, cols=cols, mr=mr, nr=nr, lanes=lanes))
