@@ -21,8 +21,9 @@ builds go to a temporary directory, or ``--workdir``).  The kernels are the
 * **Timing**: ``-DPOLYBENCH_TIME`` (PolyBench's kernel time) at LARGE, MEDIUM
   where the gcc -O3 kernel takes over ``--slow-limit``; variants ``gcc-O3``
   (baseline), ``graphite``, ``polly`` (clang-14 or clang, when it works),
-  ``polytile``, ``reassoc``; ``--rounds`` interleaved rounds in rotating order;
-  min, median, ratio = gcc-O3 median / variant median, geometric means.  With
+  ``polytile``, ``reassoc``; ``--rounds`` interleaved rounds in rotating order
+  (a kernel under 10 ms: ``--short-runs`` runs per round, their median the
+  round's time); min, median, ratio = gcc-O3 median / variant median, geometric means.  With
   ``--busy N`` the rounds run beside N processes spinning on arithmetic (a
   shared machine; the probes stay quiet).
 
@@ -67,6 +68,8 @@ BASELINE = "gcc-O3"
 #: The optimised sources: variant name -> extra ``polytile opt`` options.
 OPT_SOURCES = {"polytile": (), "reassoc": ("--reassociate",)}
 MIN_ROUNDS = 3
+#: A kernel whose gcc -O3 probe ran under this many seconds is run --short-runs times per round.
+SHORT_S = 0.01
 #: Dump verdicts from best to worst (one of two copies of a region decides a kernel's).
 VERDICT_RANK = {"bitwise": 0, "close": 1}
 #: The dataset probe stops a LARGE run after this many times --slow-limit of wall time.
@@ -548,8 +551,9 @@ class Harness:
                  + ", ".join(f"{v.name} {'ok' if 'exe' in built[v.name] else 'FAILED'}" for v in variants))
         return built
 
-    def _rounds(self, kernels, variants, prepared, times, errors, rounds) -> None:
-        """The interleaved timing rounds: every variant of every kernel once per round, in rotated order."""
+    def _rounds(self, kernels, variants, prepared, times, errors, rounds, runs) -> None:
+        """The interleaved timing rounds: every variant of every kernel once per round, in rotated order;
+        ``runs[kernel]`` runs back to back per slot, the slot's time their median."""
         for r in range(self.args.rounds):
             order = [(k, v) for k in rotate(kernels, r) for v in rotate(variants, r)]
             rounds.append({"round": r + 1, "order": [f"{k.name}/{v.name}" for k, v in order],
@@ -558,10 +562,16 @@ class Harness:
                 if v.name in errors[k.name]:
                     times[k.name][v.name].append(None)
                     continue
-                p = run([prepared[k.name][v.name]["exe"]], self.args.timeout, self.env)
-                t = parse_time(p.stdout) if p.ok else None
-                if t is None:  # a crash or a timeout is not retried in later rounds
-                    errors[k.name][v.name] = p.why("run") if not p.ok else "no time printed"
+                got: List[float] = []
+                for _ in range(runs[k.name]):
+                    p = run([prepared[k.name][v.name]["exe"]], self.args.timeout, self.env)
+                    t = parse_time(p.stdout) if p.ok else None
+                    if t is None:  # a crash or a timeout is not retried in later rounds
+                        errors[k.name][v.name] = p.why("run") if not p.ok else "no time printed"
+                        got = []
+                        break
+                    got.append(t)
+                t = statistics.median(got) if got else None
                 times[k.name][v.name].append(t)
                 self.say(f"round {r + 1}: {k.name} {v.name} " + (f"{t:.4f} s" if t is not None else "failed"))
 
@@ -577,8 +587,12 @@ class Harness:
         errors = {k.name: {v.name: prepared[k.name][v.name]["error"] for v in variants
                            if "error" in prepared[k.name][v.name]} for k in kernels}
         rounds = []
+        # A kernel of a few milliseconds swings by 10-20% from run to run (thread wake-up, the timer's
+        # own overhead); more runs per slot keep its median honest without more rounds for all.
+        runs = {k.name: self.args.short_runs if (chosen[k.name].get("probe_s") or SHORT_S) < SHORT_S else 1
+                for k in kernels}
         with _common.busy_processes(self.args.busy):
-            self._rounds(kernels, variants, prepared, times, errors, rounds)
+            self._rounds(kernels, variants, prepared, times, errors, rounds, runs)
         out: Dict[str, Any] = {"rounds": rounds, "busy_processes": self.args.busy, "kernels": {}}
         for k in kernels:
             stats = {v.name: summarise(times[k.name][v.name]) for v in variants}
@@ -586,6 +600,7 @@ class Harness:
             out["kernels"][k.name] = {
                 **chosen[k.name],
                 "reassoc_same_code": prepared[k.name]["_reassoc_same_code"],
+                "runs_per_round": runs[k.name],
                 "variants": {v.name: {"times_s": times[k.name][v.name], **stats[v.name],
                                       "ratio": ratio(base, stats[v.name]["median"]),
                                       "error": errors[k.name].get(v.name)} for v in variants}}
@@ -679,6 +694,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="kernel seconds of the gcc -O3 probe at LARGE above which a kernel is timed at MEDIUM "
                         "(20; the probe is stopped after 10x this wall time, also meaning MEDIUM)")
     p.add_argument("--skip-timing", action="store_true", help="correctness only")
+    p.add_argument("--short-runs", type=_common.at_least(int, 1, "run"), default=5,
+                   help=f"runs per round of a kernel whose gcc -O3 probe took under {SHORT_S * 1e3:g} ms, every "
+                        "variant alike; the round's time is their median (default 5)")
     p.add_argument("--jobs", type=_common.at_least(int, 1, "job"), default=1,
                    help="optimisations, builds and correctness runs at a time (default 1; timed runs are "
                         "always one at a time)")
@@ -775,11 +793,15 @@ def _run(args: argparse.Namespace, root: Path, work: Path, kernels: List[Kernel]
         say(f"timing: {args.rounds} interleaved rounds of {', '.join(v.name for v in variants)}")
         timing = h.timing(kernels, variants)
         table, reasons = timing_table(timing, [v.name for v in variants])
+        short = sorted(k for k, rec in timing["kernels"].items() if rec["runs_per_round"] > 1)
         print(f"\nTiming (PolyBench's kernel time, seconds: median/min of {args.rounds} rounds; "
               "ratio = gcc-O3 median / variant median, > 1 faster; geomean over the kernels where both ran):")
         print(table)
         for line in reasons:
             print(f"  {line}")
+        if short:
+            print(f"  under {SHORT_S * 1e3:g} ms at the probe, so {args.short_runs} runs per round (the round's time "
+                  f"their median), every variant alike: {', '.join(short)}")
         same = [k for k, rec in timing["kernels"].items() if rec["reassoc_same_code"]]
         if same:
             print(f"  reassoc is the same code as polytile for: {', '.join(same)} (their difference is noise)")
