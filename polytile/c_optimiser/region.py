@@ -24,7 +24,7 @@ from ..frontends.c import CScop
 from ..scheduling import Schedule, Step
 from ..cost.parallel_work import min_parallel_work
 from .machine import CMachine
-from .strategy import _scop_options, serial_schedule
+from .strategy import _scop_options, serial_schedule, stride_penalty
 from . import team as team_mod
 
 
@@ -142,20 +142,26 @@ REPLAY_CODEGEN_SECONDS = 120.0
 
 def _with_team_test(code: str, scop, s: Schedule, machine: CMachine, cs: CScop, max_ops: Optional[int],
                     notes: List[str]) -> str:
-    """``code`` when its parallel loops pay for the thread team (:mod:`.team`); else the region's original
-    order, serially (:func:`.strategy.serial_schedule`); where that depends on the sizes, both behind a
+    """``code`` when its parallel loops pay for the thread team (:mod:`.team`); else serial code: the region's
+    original order (:func:`.strategy.serial_schedule`), or ``code`` without its parallel loops where that
+    has fewer strided or chained innermost loops (ludcmp's expanded ``w_x[j]`` walks ``j`` innermost,
+    1.7x faster than the original order on one core); where that depends on the sizes, both behind a
     run-time test of them."""
     t = team_mod.team(s, machine, cs.macros)
     verdict = team_mod.pays(t)
     if verdict:
         return code
-    serial, _ = _generate_bounded(scop, serial_schedule(scop, s.deps), max_ops, taken=cs.taken,
-                                  seconds=CODEGEN_ATTEMPT_SECONDS)
+    original = serial_schedule(scop, s.deps)
+    if stride_penalty(s) < stride_penalty(original):
+        serial, how = team_mod.without_parallel_loops(code), "its schedule without parallel loops"
+    else:
+        serial, _ = _generate_bounded(scop, original, max_ops, taken=cs.taken, seconds=CODEGEN_ATTEMPT_SECONDS)
+        how = "its original order"
     if verdict is False:
-        notes.append(team_mod.serial_note(t))
+        notes.append(team_mod.serial_note(t, how))
         return serial
     notes.append("parallel loops run only where the sizes make the work pay for the thread team (a run-time "
-                 "test; the original order, serially, elsewhere)")
+                 f"test; {how}, serially, elsewhere)")
     return team_mod.versioned(REGION_PRELUDE, code, serial, t, team_mod.with_sizes(scop.context, cs.macros))
 
 

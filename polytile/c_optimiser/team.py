@@ -15,13 +15,16 @@ region's code tests them at run time (:func:`versioned`).  Serially, the
 region runs in its original order, innermost loops shaped for vectors
 (:func:`.strategy.serial_schedule`): a schedule chosen for its parallel
 loops may cost more than it saves on one core (jacobi-1d's skewed tiles:
-10% slower than its own loops).
+10% slower than its own loops) -- unless the chosen schedule has fewer
+strided or chained innermost loops, which then runs without its parallel
+loops.
 
 In isl terms the work is ``sum_S card(D_S)`` (a box bound), each instance
 priced by how its innermost loop compiles (:func:`instance_seconds`).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import List, Mapping, Optional, Tuple
 
@@ -196,12 +199,25 @@ def pays(t: Optional[Team]) -> Optional[bool]:
     return priced[0] >= PAYBACK * priced[1]
 
 
-def serial_note(t: Team) -> str:
-    """The note of a region that runs in its original order because its team does not pay."""
+def serial_note(t: Team, how: str = "its original order") -> str:
+    """The note of a region that runs serially (``how``) because its team does not pay."""
     saving, cost = t.value()
-    return (f"region runs in its original order, serially: its parallel loops would save about "
+    return (f"region runs serially, {how}: its parallel loops would save about "
             f"{saving * 1e3:.3g} ms, under {PAYBACK:g}x what the thread team costs ({cost * 1e3:.3g} ms: "
             f"start-up and {(cost - TEAM_START_S) / OMP_REGION_S:.0f} fork/joins)")
+
+
+_PARALLEL_PRAGMA = re.compile(r"^[ \t]*#pragma omp parallel\b.*\n", re.M)
+
+
+def without_parallel_loops(code: str) -> str:
+    """``code`` (generated C) with its ``#pragma omp parallel ...`` lines removed: every parallel loop runs
+    in order, which is one of the orders its mark allows; ``simd`` loops stay.
+
+    >>> without_parallel_loops("#pragma omp parallel for num_threads(2)\\nfor (;;) {}\\n")
+    'for (;;) {}\\n'
+    """
+    return _PARALLEL_PRAGMA.sub("", code)
 
 
 def versioned(prelude: str, parallel: str, serial: str, t: Team, context: isl.Set) -> str:
