@@ -52,7 +52,7 @@ sys.path.insert(0, str(HERE))
 import _common  # noqa: E402
 
 from polytile.compare import cpu_model, format_table  # noqa: E402
-from polytile.c_optimiser.team import FORCE_PARALLEL, FORCE_SERIAL, TEAM_MACRO  # noqa: E402
+from polytile.c_optimiser.team import copies as team_copies  # noqa: E402
 
 #: Where PolyBench keeps its kernels, in the order of its utilities/benchmark_list.
 CATEGORIES = ("datamining", "linear-algebra/blas", "linear-algebra/kernels", "linear-algebra/solvers",
@@ -476,8 +476,7 @@ class Harness:
             else:
                 # A region versioned on the thread team's pay has a parallel and a serial copy; the
                 # dataset's sizes pick one at run time, so each is built alone and compared.
-                copies = ([("parallel", (FORCE_PARALLEL,)), ("serial", (FORCE_SERIAL,))]
-                          if TEAM_MACRO.encode() in path.read_bytes() else [(None, ())])
+                copies = team_copies(path.read_bytes())
                 verdicts = []
                 for copy, force in copies:
                     got, err = dump(path, f"{name}_{copy}" if copy else name, force)

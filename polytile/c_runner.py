@@ -43,7 +43,7 @@ from . import c_optimiser
 from . import runtime
 from .errors import IllegalSchedule, PolytileError
 from .frontends.c import CParam, CScop, extract, file_globals
-from .c_optimiser.team import FORCE_PARALLEL, FORCE_SERIAL, TEAM_MACRO
+from .c_optimiser.team import copies as team_copies
 
 #: Flags of every build: the ones ``bench_c`` times with, plus ``-ffp-contract=off`` so that
 #: both builds round every operation the same way (GCC may fuse a multiply and an add into an
@@ -640,14 +640,12 @@ def verify(path, optimised: bytes, *, function: Optional[str] = None, whole_func
         opt = call.with_macros(optimised)
         # A region versioned on the thread team's pay (polytile.c_optimiser.team) has a parallel and a
         # serial copy; the sizes pick one at run time, so each is built alone and checked.
-        copies = ([("opt-parallel", [FORCE_PARALLEL]), ("opt-serial", [FORCE_SERIAL])]
-                  if TEAM_MACRO.encode() in opt else [("opt", [])])
         want, _ = call.run(build(call.source, name=f"{fname}_original", flags=[*flags, *call.cpp_args],
                                  include_dir=include))
-        for tag, force in copies:
-            got, _ = call.run(build(opt, name=f"{fname}_{tag}", flags=[*flags, *call.cpp_args, *force],
-                                    include_dir=include))
-            where = f" ({tag[4:]} copy)" if force else ""
+        for copy, force in team_copies(opt):
+            got, _ = call.run(build(opt, name=f"{fname}_opt" + (f"-{copy}" if copy else ""),
+                                    flags=[*flags, *call.cpp_args, *force], include_dir=include))
+            where = f" ({copy} copy)" if copy else ""
             problems += [f"{fname}(){where}: {d}" for d in (differ(n, got[n], want[n]) for n in want) if d]
     return problems
 

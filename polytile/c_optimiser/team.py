@@ -32,6 +32,7 @@ import islpy as isl
 
 from ..cost.constants import EFF_SCALAR, EFF_VECTOR, FMA_LATENCY, OMP_REGION_S
 from ..cost.footprints import ops_per_instance
+from ..cost.parallel_work import with_sizes
 from ..scheduling import PARALLEL, Schedule
 from .loop_facts import _DEFAULT_ELEMENT, _arrays_of, vectorisable
 from .machine import CMachine
@@ -75,20 +76,6 @@ def instance_seconds(s: Schedule, name: str, machine: CMachine) -> float:
     if loops and not s.carried([name], loops[-1][0], s.deps.all(include_reductions=True)).is_empty():
         return max(FMA_LATENCY, ops / (FMA_UNITS * EFF_SCALAR)) / hz
     return ops / (FMA_UNITS * EFF_SCALAR * hz)
-
-
-def with_sizes(st: isl.Set, sizes: Optional[Mapping[str, int]]) -> isl.Set:
-    """``st`` with the parameters named in ``sizes`` replaced by their values (and gone from its space).
-
-    >>> str(with_sizes(isl.Set("[n, m] -> { [i] : 0 <= i < n + m }"), {"n": 4}))
-    '[m] -> { [i] : 0 <= i <= 3 + m }'
-    """
-    for name, value in (sizes or {}).items():
-        k = st.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0 and isinstance(value, int):
-            st = st.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(st.get_ctx(), value))
-            st = st.project_out(isl.dim_type.param, k, 1)
-    return st
 
 
 def _extent(st: isl.Set, d: int) -> isl.PwAff:
@@ -208,6 +195,18 @@ def serial_note(t: Team, how: str = "its original order") -> str:
 
 
 _PARALLEL_PRAGMA = re.compile(r"^[ \t]*#pragma omp parallel\b.*\n", re.M)
+
+
+def copies(source: bytes) -> List[Tuple[Optional[str], Tuple[str, ...]]]:
+    """The builds that cover every copy of ``source`` (C text): ``[("parallel", (FORCE_PARALLEL,)),
+    ("serial", (FORCE_SERIAL,))]`` when a region is versioned on the team's pay, else ``[(None, ())]``.
+
+    >>> copies(b"int x;")
+    [(None, ())]
+    """
+    if TEAM_MACRO.encode() not in source:
+        return [(None, ())]
+    return [("parallel", (FORCE_PARALLEL,)), ("serial", (FORCE_SERIAL,))]
 
 
 def without_parallel_loops(code: str) -> str:

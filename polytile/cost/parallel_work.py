@@ -34,6 +34,20 @@ def min_parallel_work(threads: int = 2) -> int:
     return int(round(OMP_REGION_S / (INSTANCE_S * (1 - 1 / max(2, threads)))))
 
 
+def with_sizes(st: isl.Set, sizes: Optional[Mapping[str, int]]) -> isl.Set:
+    """``st`` with the parameters named in ``sizes`` replaced by their values (and gone from its space).
+
+    >>> str(with_sizes(isl.Set("[n, m] -> { [i] : 0 <= i < n + m }"), {"n": 4}))
+    '[m] -> { [i] : 0 <= i <= 3 + m }'
+    """
+    for name, value in (sizes or {}).items():
+        k = st.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0 and isinstance(value, int):
+            st = st.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(st.get_ctx(), value))
+            st = st.project_out(isl.dim_type.param, k, 1)
+    return st
+
+
 def work_per_entry(s: Schedule, stmt: str, dim: int, sizes: Optional[Mapping[str, int]] = None) -> Optional[int]:
     """An upper bound on the instances of ``stmt`` run by one execution of its loop at time dimension ``dim``,
     or None when the sizes are parameters without values (``sizes``: values of some parameters, such as the
@@ -44,11 +58,7 @@ def work_per_entry(s: Schedule, stmt: str, dim: int, sizes: Optional[Mapping[str
     ``for (k = 1; k < 2000; k++)`` gives 1999 (the triangle's widest row).
     """
     ss = s.table[stmt]
-    times = s.scop.statement(stmt).domain.apply(ss.map)
-    for name, value in (sizes or {}).items():
-        k = times.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0 and isinstance(value, int):
-            times = times.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(times.get_ctx(), value))
+    times = with_sizes(s.scop.statement(stmt).domain.apply(ss.map), sizes)
     bound = 1
     for d, _ in ss.loops():
         if d < dim:
