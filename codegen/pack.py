@@ -193,6 +193,64 @@ def _row_prefetch(buf: PackBuffer, x: Sequence[str], lo, hi, elem) -> List[cgen.
     return [cgen.If(f"{ahead} < {buf.array.shape[D]}", loop)]
 
 
+def _box_inside(buf: PackBuffer, fp: Footprint) -> str:
+    """C condition: the whole box lies inside the array (origins are run-time expressions)."""
+    return " && ".join(f"{buf.origin(d)} >= 0 && {buf.origin(d)} + {fp.size[d]} <= {buf.array.shape[d]}"
+                       for d in range(len(fp.size)))
+
+
+def _fast_copy(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], str]) -> cgen.Generable:
+    """The copy of a box that lies inside the array: constant trip counts, no clipping.
+
+    A transposing pack (packed axis not the last: ``A[i][k]`` along ``i``) runs
+    block, then the other axes in order, then the lane innermost, so the writes
+    are one contiguous run (``P[b][k][l]``) and the ``BLOCK`` rows are read side
+    by side; gcc turns the lane loop into one vector store.  The clipped loops
+    of the general copy (lane outermost, a scalar store every ``BLOCK`` elements)
+    were measured ~8% slower on SGEMM 2048^3 (Xeon, AVX-512, one thread).  A
+    pack along the last axis keeps the array's order: reads and the lane runs
+    are contiguous either way.
+    """
+    n, D, BS = len(fp.size), buf.dim, buf.block
+    x = [f"pt_x{d}" for d in range(n)]
+    idx = [f"{buf.origin(D)} + pt_b * {BS} + pt_l" if d == D else f"{buf.origin(d)} + {x[d]}" for d in range(n)]
+    target = f"pt_b * {buf.block_stride} + {buf.inner_offset(x)} + pt_l"
+    code: cgen.Generable = cgen.Line(f"{buf.name}[{target}] = {elem(idx)};")
+    others = [d for d in range(n) if d != D]
+    if D == n - 1:
+        loops = [("axis", d) for d in others] + [("block", D), ("lane", D)]
+    else:
+        loops = [("block", D)] + [("axis", d) for d in others] + [("lane", D)]
+    # the block's lane count: the last block of an axis not a multiple of BLOCK is short
+    lanes = f"min({BS}L, {fp.size[D]}L - pt_b * {BS})" if fp.size[D] % BS else f"{BS}"
+    for kind, d in reversed(loops):
+        if kind == "axis":
+            code = cgen.For(f"long {x[d]} = 0", f"{x[d]} < {fp.size[d]}", f"{x[d]} += 1", cgen.Block([code]))
+        elif kind == "lane":
+            code = cgen.For("long pt_l = 0", f"pt_l < {lanes}", "pt_l += 1", code)
+        else:
+            body = [code]
+            if D != n - 1:
+                body = _block_prefetch(buf, fp, elem) + body
+            code = cgen.For("long pt_b = 0", f"pt_b < {buf.nblocks}", "pt_b += 1", cgen.Block(body))
+    return code
+
+
+def _block_prefetch(buf: PackBuffer, fp: Footprint, elem) -> List[cgen.Generable]:
+    """In the fast copy of a transposing pack, prefetch the next block's rows before copying this one
+    (the same look-ahead as :func:`_row_prefetch`, one block at a time)."""
+    step = row_prefetch_step(buf)
+    if not step:
+        return []
+    n, D, last = len(fp.size), buf.dim, len(fp.size) - 1
+    ahead = f"{buf.origin(D)} + pt_b * {buf.block} + pt_l + {buf.block}"
+    idx = [ahead if d == D else (f"{buf.origin(d)} + pt_y" if d == last else f"{buf.origin(d)}") for d in range(n)]
+    lines = cgen.For("long pt_y = 0", f"pt_y < {fp.size[last]}", f"pt_y += {step}",
+                     cgen.Line(f"__builtin_prefetch(&{elem(idx)}, 0, 3);"))
+    return [cgen.For("long pt_l = 0", f"pt_l < {buf.block}", "pt_l += 1",
+                     cgen.If(f"{ahead} < {buf.array.shape[D]}", lines))]
+
+
 def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], str], *,
               parallel: bool = False) -> List[cgen.Generable]:
     """C lines that bind the box origin and fill ``buf`` from the array.
@@ -203,7 +261,8 @@ def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], st
     consecutive elements whenever the packed axis is the array's last one
     (``B[k][j]`` packed along ``j``), and otherwise reads consecutive elements
     (``A[i][k]`` packed along ``i``: a transpose of ``block`` rows).  Bounds are
-    clipped to the array: box cells outside it are never read.  With
+    clipped to the array: box cells outside it are never read.  A box inside the
+    array (the common case, tested at run time) takes :func:`_fast_copy` instead.  With
     ``parallel`` (a buffer shared by the threads, filled outside any parallel
     loop) the outermost copy loop is split over the threads.
     """
@@ -235,6 +294,8 @@ def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], st
             code = cgen.For(f"long pt_l = {first}", f"pt_l < {last}", "pt_l += 1", code)
         else:
             code = cgen.For("long pt_b = 0", f"pt_b < {buf.nblocks}", "pt_b += 1", cgen.Block([code]))
+    fast = _fast_copy(buf, fp, elem)
     if parallel:
-        return lines + [cgen.Pragma("omp parallel for schedule(static)"), code]
-    return lines + [code]
+        pragma = cgen.Pragma("omp parallel for schedule(static)")
+        return lines + [cgen.If(_box_inside(buf, fp), cgen.Block([pragma, fast]), cgen.Block([pragma, code]))]
+    return lines + [cgen.If(_box_inside(buf, fp), cgen.Block([fast]), cgen.Block([code]))]

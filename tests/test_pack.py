@@ -84,6 +84,25 @@ def test_packed_float64_and_int32(rng):
     run("matmul", dims, s, rng, dtype=np.int32)
 
 
+@pytest.mark.parametrize("dims,ti,mr", [("M=64,N=96,K=48", 16, 8),    # every box inside: fast copies only
+                                         ("M=61,N=83,K=45", 16, 8),    # edge boxes: both copies
+                                         ("M=52,N=96,K=48", 20, 8)])   # 20-row boxes: a short last block
+def test_fast_copy_inside_the_array_and_clipped_copy_at_the_edges(dims, ti, mr, rng):
+    # A box that lies inside the array is copied by constant-bound loops (lanes innermost for
+    # the transposing pack of A); a box crossing the edge by the clipped loops.  Both must fill
+    # exactly the cells the register tiles read; B is packed outside the parallel loop (a
+    # buffer shared by the threads).
+    s = polytile.schedule(path_of("matmul"), dims=dims)
+    s = s.tile("S0", i=[ti, mr], j=[32, 16], k=[16])
+    s = s.reorder("S0", ["k_t", "j_t", "i_t", "j_t1", "i_t1", "k", "i", "j"])
+    s = s.unmark("S0", "i_t", "parallel").parallel("S0", "i_t")
+    s = s.regtile("S0", "i", "j", mr=mr, nr=16, lanes=8)
+    s = s.pack("S0", "i_t", "A", dim=0, block=mr).pack("S0", "k_t", "B", dim=1, block=16)
+    src = run("matmul", dims, s, rng)
+    assert "pt_pk1[pt_b * " in src and "for (long pt_l = 0; pt_l < " in src  # the fast copies exist
+    assert "pt_pk0 = pt_pkbuf0;" in src  # B's buffer is shared by the threads
+
+
 def test_pack_of_written_array_is_illegal():
     s = blocked_matmul("M=16,N=32,K=8", 8, 32, 8, 8, 32)
     with pytest.raises(IllegalSchedule, match="written inside loop"):
