@@ -646,7 +646,10 @@ def fuse_epilogues(s: Schedule, cfg: TileConfig) -> Schedule:
     Running ``Y`` per register block instead (``fuse_last`` at the tile loops,
     reading the block from L1) measured within noise on the C target and 13%
     slower on the llvm target for matmul+bias+relu 1024^3, so it is a schedule
-    step users can ask for, not the default.
+    step users can ask for, not the default.  So is the mirror for the
+    initialisation (``fuse_first``: ``C = 0`` on each register block right before
+    its first reduction step, instead of a separate pass): SGEMM 2048^3 measured
+    within noise of the separate pass (2-core Xeon, fresh output each call).
     """
     st = cfg.stmt
     names = s.loop_names(st)

@@ -310,6 +310,35 @@ def test_fuse_last_refuses_a_consumer_of_nothing_the_producer_writes():
         S.TRANSFORMS["fuse_last"](s, "S0", "Z0", 1)
 
 
+@pytest.mark.parametrize("dims", ["M=37,K=29,N=53", "M=64,K=64,N=64", "M=8,K=40,N=33"])
+def test_fuse_first_zeroes_each_register_block_before_its_first_k_step(dims, rng):
+    """fuse_first puts C = 0 inside the blocked nest's tile loops, before the block's first k step;
+    the oracle agrees at odd sizes (partial blocks too), no separate zeroing pass is left, and the
+    step replays from its JSON."""
+    from polytile import autotile, hardware
+    s = polytile.schedule(path_of("matmul_bias_relu"), dims=dims)
+    cfg = autotile.candidates(s, "S0", hardware.load("x86-avx512"), full_blocks=False)[0]
+    blocked = autotile.apply(s, cfg)
+    depth = blocked.loop_names("S0").index("k")
+    t = blocked.fuse_first("S0", "Z0", depth)
+    lines = t.describe().split(")\n", 1)[1].splitlines()
+    z0, s0 = (next(k for k, ln in enumerate(lines) if f"{x}:" in ln) for x in ("Z0", "S0"))
+    tile_loop = next(k for k, ln in enumerate(lines) if "i_t1" in ln)
+    assert tile_loop < z0 < s0  # inside the tile loops, before the contraction's body
+    src = run_checked(t, "matmul_bias_relu", dims, rng)
+    assert re.search(r"if \(c\d+ == 0\)", src)  # only where the first k step reaches the block
+    steps = tuple(S.Step.from_json(json.loads(json.dumps(x.to_json()))) for x in t.steps)
+    ins = ints_for("matmul_bias_relu", dims, rng)
+    assert polytile.compile(path_of("matmul_bias_relu"), schedule=steps).source(*ins) == src
+
+
+def test_fuse_first_refuses_a_statement_writing_nothing_the_other_reads():
+    """E1 (Y = relu(C + B)) writes Y, which S0 never reads: there is no first reader to run before."""
+    s = sched("matmul_bias_relu", MBR)
+    with pytest.raises(polytile.ScheduleError, match="fuse_first"):
+        S.TRANSFORMS["fuse_first"](s, "S0", "E1", 1)
+
+
 def test_unfused_keeps_the_intermediate(rng):
     s = sched("matmul_bias_relu", MBR)
     assert S.contracted_bytes(s) == {}

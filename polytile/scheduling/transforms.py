@@ -395,29 +395,60 @@ def fuse_last(s: Schedule, a: str, b: str, depth: int) -> Schedule:
     >>> # C (S0: j_t, k_t, i_t, j_t1, i_t1 | k, i, j) then Y = relu(C + B) (E1: i0, i1):
     >>> # fuse_last(s, "S0", "E1", 5) -> for j_t, k_t, i_t, j_t1, i_t1: { S0's block; E1 on that block if k_t is last }
     """
+    return _fuse_at_instance(s, a, b, depth, first=False)
+
+
+def fuse_first(s: Schedule, a: str, b: str, depth: int) -> Schedule:
+    """Run ``b`` inside ``a``'s outer ``depth`` loops, in the iteration where ``a`` first reads what ``b`` writes.
+
+    The mirror of :func:`fuse_last`, for an initialisation: an instance ``e`` of ``b`` takes the
+    outer ``depth`` loops of the lexicographically first instance of ``a`` reading an element ``e``
+    writes, and runs its own loops before ``a``'s body there:
+
+        T_b(e) = lexmin { T_a(x) : R_a(x) in W_b(e) }  (first ``depth`` loops),  before a,  b's loops
+
+    A blocked contraction's ``C = 0`` so zeroes each register block right before the block's first
+    reduction step loads it -- from L1, where the zeroing just put it -- instead of a separate pass
+    writing all of ``C`` to memory and the first step reading it back.
+
+    >>> # Z0: C = 0 (o0, o1), then C (S0: j_t, k_t, i_t, j_t1, i_t1 | k, i, j):
+    >>> # fuse_first(s, "S0", "Z0", 5) -> for j_t, k_t, i_t, j_t1, i_t1: { if k_t is first: Z0 on the block; S0's block }
+    """
+    return _fuse_at_instance(s, a, b, depth, first=True)
+
+
+def _fuse_at_instance(s: Schedule, a: str, b: str, depth: int, *, first: bool) -> Schedule:
+    op = "fuse_first" if first else "fuse_last"
     sa, sb = s.resolve(a), s.resolve(b)
     if sa == sb:
-        raise ScheduleError("fuse_last: a statement cannot be fused with itself")
+        raise ScheduleError(f"{op}: a statement cannot be fused with itself")
     la, lb = _loops_in(s, sa), _loops_in(s, sb)
     if not 1 <= depth <= len(la):
-        raise ScheduleError(f"fuse_last: depth must be between 1 and {len(la)} ({sa} has {len(la)} loops)")
+        raise ScheduleError(f"{op}: depth must be between 1 and {len(la)} ({sa} has {len(la)} loops)")
     p = la[depth - 1][0]
     inner = p + 1
     cur = _padded(s, inner + 2 * len(lb) + 1)
     n = cur.n_dims
     scop = cur.scop
-    written = scop.must_writes.intersect_domain(isl.UnionSet.from_set(cur.table[sa].map.domain()))
-    reads = scop.reads.intersect_domain(isl.UnionSet.from_set(cur.table[sb].map.domain()))
-    # b -> the instances of a that write what b reads -> their times; the last one per instance of b.
-    producers = reads.apply_range(written.reverse())
-    last = producers.apply_range(isl.UnionMap.from_map(cur.table[sa].map)).lexmax()
-    if last.is_empty() or not last.domain().is_equal(isl.UnionSet.from_set(cur.table[sb].map.domain())):
-        raise ScheduleError(f"fuse_last: not every instance of {sb} reads something {sa} writes")
-    outer = isl.Map.from_union_map(last).apply_range(range_map(n, _t(n)[:inner]))
+    dom_a = isl.UnionSet.from_set(cur.table[sa].map.domain())
+    dom_b = isl.UnionSet.from_set(cur.table[sb].map.domain())
+    times_a = isl.UnionMap.from_map(cur.table[sa].map)
+    if first:
+        # b -> the cells it writes -> the instances of a that read them -> their times; the first per instance of b.
+        partners = scop.must_writes.intersect_domain(dom_b).apply_range(scop.reads.intersect_domain(dom_a).reverse())
+        at = partners.apply_range(times_a).lexmin()
+    else:
+        # b -> the instances of a that write what b reads -> their times; the last one per instance of b.
+        partners = scop.reads.intersect_domain(dom_b).apply_range(scop.must_writes.intersect_domain(dom_a).reverse())
+        at = partners.apply_range(times_a).lexmax()
+    if at.is_empty() or not at.domain().is_equal(dom_b):
+        what = f"writes something {sa} reads" if first else f"reads something {sa} writes"
+        raise ScheduleError(f"{op}: not every instance of {sb} {what}")
+    outer = isl.Map.from_union_map(at).apply_range(range_map(n, _t(n)[:inner]))
     own = cur.table[sb].map  # b's current time: its loops at their dimensions
     both = outer.flat_range_product(own)
-    siblings = [g for g in cur.group(sa, inner) if g != sb]
-    beta = max([cur.constant(g, inner) or 0 for g in siblings], default=0) + 1
+    siblings = [cur.constant(g, inner) or 0 for g in cur.group(sa, inner) if g != sb]
+    beta = (min(siblings, default=0) - 1) if first else (max(siblings, default=0) + 1)
     ins = [f"u{d}" for d in range(inner)] + _t(n)
     outs = ins[:inner] + [str(beta)] + ["0"] * (n - inner - 1)
     names: List[Optional[str]] = [None] * n
@@ -428,7 +459,7 @@ def fuse_last(s: Schedule, a: str, b: str, depth: int) -> Schedule:
     new_map = both.apply_range(range_map(len(ins), outs, ins))
     stmts = tuple((name, StmtSchedule(new_map.set_tuple_name(isl.dim_type.in_, sb), tuple(names))
                    if name == sb else ss) for name, ss in cur.stmts)
-    return _finish(s, stmts, Step.make("fuse_last", a=a, b=b, depth=depth))
+    return _finish(s, stmts, Step.make(op, a=a, b=b, depth=depth))
 
 
 def distribute(s: Schedule, stmt: str, depth: int = 0) -> Schedule:
@@ -643,7 +674,7 @@ def auto_parallel(s: Schedule) -> Schedule:
 
 TRANSFORMS = {
     "interchange": interchange, "reorder": reorder, "tile": tile, "split": split, "skew": skew,
-    "reverse": reverse, "shift": shift, "fuse": fuse, "fuse_last": fuse_last, "distribute": distribute,
+    "reverse": reverse, "shift": shift, "fuse": fuse, "fuse_last": fuse_last, "fuse_first": fuse_first, "distribute": distribute,
     "parallel": parallel,
     "vectorize": vectorize, "unroll": unroll, "unmark": unmark, "regtile": regtile, "pack": pack,
     "auto_parallel": auto_parallel,
