@@ -61,6 +61,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Optional, Tuple
 
 from polytile.config import get_config
+from polytile.runtime.spread import spread
 
 #: Seconds between two estimates (shorter windows see single scheduler ticks as whole cores).
 WINDOW = 0.1
@@ -288,11 +289,11 @@ def threads_for_call() -> Iterator[Optional[int]]:
         return
     set_n, get_n = omp
     previous = get_n()
-    if previous == n:
-        yield n
-        return
-    set_n(n)
+    if previous != n:
+        set_n(n)
     try:
+        spread(n)  # the workers off this thread's CPU (polytile.runtime.spread)
         yield n
     finally:
-        set_n(previous)
+        if previous != n:
+            set_n(previous)

@@ -1,0 +1,128 @@
+"""LLVM in this process: IR -> optimised machine code in an MCJIT engine, via llvmlite.
+
+LLVM is initialised once per process; every module is optimised by LLVM's O3 pipeline (loop and
+SLP vectorisation on) for the host's CPU name and features and gets its own MCJIT engine, which
+its owner keeps alive (:class:`polytile.runtime.jit.JitFunction` for kernels,
+:mod:`polytile.runtime.spread` for its helper).  No C compiler is involved.
+
+Parallel regions call libgomp (``GOMP_parallel``), loaded once with ``RTLD_GLOBAL`` so the JIT
+resolves its symbols and :mod:`polytile.runtime.threads` sets the thread count of the same runtime;
+libm's functions (``expf``, ``tanh``, ``erf``...) resolve from the process.
+
+    >>> # eng = engine(text); eng.get_function_address("pt_matmul")
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from typing import Optional
+
+from polytile.errors import InternalError, PolytileEnvironmentError
+
+_lock = threading.Lock()
+_compile_lock = threading.Lock()
+_state: dict = {}
+
+#: Where libgomp is looked for (the first that loads wins); ``POLYTILE_LIBGOMP`` names another.
+GOMP_NAMES = ("libgomp.so.1", "/usr/lib/x86_64-linux-gnu/libgomp.so.1", "libgomp.so")
+
+
+class JitError(InternalError):
+    """LLVM could not compile a generated module (a polytile bug: the message holds LLVM's words)."""
+
+
+def _llvm():
+    """llvmlite's binding layer, initialised once, and the host's target machine."""
+    with _lock:
+        if "tm" not in _state:
+            try:
+                import llvmlite.binding as llvm
+            except ImportError as exc:  # pragma: no cover - llvmlite is a dependency
+                raise PolytileEnvironmentError(f"the llvm target needs llvmlite ({exc}); pip install llvmlite") from None
+            llvm.initialize_native_target()
+            llvm.initialize_native_asmprinter()
+            _state["llvm"] = llvm
+            _state["tm"] = _host_machine(llvm)
+            libm = ctypes.util.find_library("m")
+            if libm:
+                llvm.load_library_permanently(libm)
+        return _state["llvm"], _state["tm"]
+
+
+def _host_machine(llvm):
+    """A target machine for this host's CPU (name and features), at -O3, for the JIT."""
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                                        opt=3, jit=True)
+
+
+def gomp() -> Optional[str]:
+    """The path or name of the libgomp this process uses for parallel regions, or None if there is none.
+
+    >>> gomp() is None or "gomp" in gomp()
+    True
+    """
+    llvm, _ = _llvm()
+    with _lock:
+        if "gomp" not in _state:
+            found = None
+            names = (os.environ.get("POLYTILE_LIBGOMP"),) + GOMP_NAMES
+            for name in names:
+                if not name:
+                    continue
+                try:
+                    ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+                    llvm.load_library_permanently(name)
+                except (OSError, RuntimeError):
+                    continue
+                found = name
+                break
+            _state["gomp"] = found
+        return _state["gomp"]
+
+
+def optimise(text: str):
+    """The module of LLVM IR ``text``, verified and optimised at O3 for the host (a binding ModuleRef).
+
+    >>> # str(optimise(source.text)) is the IR the JIT compiles
+    """
+    llvm, tm = _llvm()
+    try:
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+    except RuntimeError as exc:
+        raise JitError(f"LLVM rejected the generated module: {exc}") from None
+    mod.triple = llvm.get_process_triple()
+    mod.data_layout = str(tm.target_data)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pto.loop_unrolling = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+def engine(text: str):
+    """An MCJIT engine holding the machine code of LLVM IR ``text`` (optimised by :func:`optimise`).
+
+    >>> # address = engine(text).get_function_address("pt_entry")
+    """
+    llvm, _ = _llvm()
+    # LLVM's global context is not safe for concurrent use: modules compiled from several Python
+    # threads (ctypes and llvmlite release the GIL) take turns.
+    with _compile_lock:
+        mod = optimise(text)
+        # A function the module calls but no loaded library defines (omp_* without libgomp) would be
+        # called at address 0: refuse here instead.
+        missing = [f.name for f in mod.functions
+                   if f.is_declaration and not f.name.startswith("llvm.") and not llvm.address_of_symbol(f.name)]
+        if missing:
+            raise PolytileEnvironmentError(f"the kernel calls {', '.join(sorted(missing))}, which no loaded library "
+                                           f"defines (is libgomp or libm missing?)")
+        # An engine owns (and disposes of) its target machine: each gets its own, the shared one stays.
+        eng = llvm.create_mcjit_compiler(mod, _host_machine(llvm))
+        eng.finalize_object()
+        return eng

@@ -1,0 +1,99 @@
+"""polytile.runtime.spread: before a kernel call, a worker sharing the caller's CPU moves off it.
+
+A worker is forced onto the caller's CPU (a probe library built with -fopenmp, on the libgomp the
+kernels use); after ``spread`` found the caller there, the worker's mask no longer holds that CPU
+(masks, unlike the CPUs threads run on, do not change under a busy machine's migrations), and the
+caller's own affinity is untouched.  Run in a subprocess:
+the test moves OpenMP threads of its own process.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+GCC = shutil.which("gcc") or shutil.which("cc")
+pytestmark = [pytest.mark.skipif(GCC is None, reason="no C compiler"),
+              pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                                 reason="needs two CPUs this process may run on")]
+
+PROBE = r"""
+#define _GNU_SOURCE
+#include <sched.h>
+#include <omp.h>
+/* Worker threads pin themselves to the caller's CPU: the collision spread() must undo. */
+void collide(int threads)
+{
+  int m = sched_getcpu();
+  #pragma omp parallel num_threads(threads)
+  if (omp_get_thread_num() != 0) {
+    cpu_set_t one; CPU_ZERO(&one); CPU_SET(m, &one);
+    sched_setaffinity(0, sizeof one, &one);
+  }
+}
+/* Each thread's CPU, and whether its mask holds CPU `cpu`. */
+void where(int threads, int *cpus, int *has, int cpu)
+{
+  #pragma omp parallel num_threads(threads)
+  {
+    cpu_set_t s; sched_getaffinity(0, sizeof s, &s);
+    cpus[omp_get_thread_num()] = sched_getcpu();
+    has[omp_get_thread_num()] = CPU_ISSET(cpu, &s);
+  }
+}
+"""
+
+SCRIPT = r"""
+import ctypes, os, sys
+from polytile.runtime.spread import caller_cpu_spread
+lib = ctypes.CDLL(sys.argv[1])
+cpus, has = (ctypes.c_int * 2)(), (ctypes.c_int * 2)()
+mask = os.sched_getaffinity(0)
+for attempt in range(50):
+    lib.collide(2)  # the worker may now run on the caller's CPU m only
+    lib.where(2, cpus, has, 0)
+    m = cpus[1]
+    at = caller_cpu_spread(2)
+    if at == m:  # the caller was on m when the region started: the worker had to move
+        break
+else:
+    print("no collision")  # the caller kept migrating away: nothing to test
+    sys.exit(0)
+lib.where(2, cpus, has, m)
+print("collided", m, "worker has m", has[1], "caller mask kept", os.sched_getaffinity(0) == mask)
+"""
+
+
+def test_a_worker_on_the_callers_cpu_moves_off_it(tmp_path: Path):
+    src, lib = tmp_path / "probe.c", tmp_path / "libprobe.so"
+    src.write_text(PROBE)
+    subprocess.run([GCC, "-O2", "-fopenmp", "-fPIC", "-shared", str(src), "-o", str(lib)], check=True)
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")}
+    out = subprocess.run([sys.executable, str(script), str(lib)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    words = out.stdout.split()
+    if words[:2] == ["no", "collision"]:
+        pytest.skip("the caller never stayed on the worker's CPU")
+    worker_has_m, kept = int(words[5]), words[9]
+    assert not worker_has_m  # the worker left the caller's CPU and may not come back
+    assert kept == "True"  # the caller's own affinity is never touched
+
+
+def test_nothing_runs_for_one_thread_or_bound_threads(tmp_path: Path):
+    from polytile.runtime.spread import spread
+    assert spread(1) is False and spread(0) is False
+    # With OMP_PROC_BIND the OpenMP runtime places threads itself: spread leaves them alone.
+    script = tmp_path / "bound.py"
+    script.write_text("from polytile.runtime.spread import spread\nprint(spread(2))\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "OMP_PROC_BIND": "true"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
