@@ -24,6 +24,7 @@ from ..frontends.c import CScop
 from ..scheduling import Schedule, Step
 from ..cost.parallel_work import min_parallel_work
 from .machine import CMachine
+from .chains import interleave_chains
 from .strategy import _scop_options, serial_schedule, stride_penalty
 from . import team as team_mod
 
@@ -140,21 +141,23 @@ CODEGEN_MIN_SECONDS = 2.0
 REPLAY_CODEGEN_SECONDS = 120.0
 
 
-def _with_team_test(code: str, scop, s: Schedule, machine: CMachine, cs: CScop, max_ops: Optional[int],
-                    notes: List[str]) -> str:
-    """``code`` when its parallel loops pay for the thread team (:mod:`.team`); else serial code: the region's
-    original order (:func:`.strategy.serial_schedule`), or ``code`` without its parallel loops where that
-    has fewer strided or chained innermost loops (ludcmp's expanded ``w_x[j]`` walks ``j`` innermost,
-    1.7x faster than the original order on one core); where that depends on the sizes, both behind a
-    run-time test of them."""
+def _with_team_test(code: str, scop, s: Schedule, ranked: Schedule, machine: CMachine, cs: CScop,
+                    max_ops: Optional[int], notes: List[str]) -> str:
+    """``code`` (of ``s``) when its parallel loops pay for the thread team (:mod:`.team`); else serial code:
+    the region's original order (:func:`.strategy.serial_schedule`, its chains interleaved as ``s``'s are),
+    or ``code`` without its parallel loops where the candidate ``s`` came from (``ranked``, before
+    :func:`.chains.interleave_chains`) has fewer strided or chained innermost loops (ludcmp's expanded
+    ``w_x[j]`` walks ``j`` innermost, 1.7x faster than the original order on one core); where that
+    depends on the sizes, both behind a run-time test of them."""
     t = team_mod.team(s, machine, cs.macros)
     verdict = team_mod.pays(t)
     if verdict:
         return code
     original = serial_schedule(scop, s.deps)
-    if stride_penalty(s) < stride_penalty(original):
+    if stride_penalty(ranked) < stride_penalty(original):
         serial, how = team_mod.without_parallel_loops(code), "its schedule without parallel loops"
     else:
+        original = interleave_chains(original, machine, [])
         serial, _ = _generate_bounded(scop, original, max_ops, taken=cs.taken, seconds=CODEGEN_ATTEMPT_SECONDS)
         how = "its original order"
     if verdict is False:
@@ -195,6 +198,11 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
     deadline = time.monotonic() + CODEGEN_SECONDS
     for use_scop, cands, extra_notes, expansion in options:
         for s, local in cands:
+            ranked = s
+            if steps is None:
+                # After the ranking (chains.py: only iterations of independent loops trade places, so the
+                # candidates compare as they are); a replayed schedule already holds these steps.
+                s = interleave_chains(s, machine, local)
             s = s.check("optimised schedule")
             code = None
             for separate in (True, False):
@@ -218,7 +226,7 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
             res.notes.extend(extra_notes)
             res.notes.extend(local)
             res.notes.extend(gen_notes)
-            code = _with_team_test(code, use_scop, s, machine, cs, max_operations, res.notes)
+            code = _with_team_test(code, use_scop, s, ranked, machine, cs, max_operations, res.notes)
             res.schedule = s
             head = "/* polytile opt: " + " -> ".join(str(st) for st in s.steps) + " */\n"
             if expansion is not None:  # the expanded scalars' arrays, and live-out values put back

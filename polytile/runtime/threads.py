@@ -277,7 +277,8 @@ def call_threads() -> Optional[int]:
 
 @contextmanager
 def threads_for_call() -> Iterator[Optional[int]]:
-    """Run the block (one kernel call) with :func:`call_threads` OpenMP threads, restoring the setting after.
+    """Run the block (one kernel call) with :func:`call_threads` OpenMP threads, restoring the setting after;
+    with two or more, the team's workers first move off this thread's CPU (:mod:`polytile.runtime.spread`).
 
     >>> with threads_for_call() as n:
     ...     pass
