@@ -281,26 +281,35 @@ def test_fuse_contracts_the_intermediate(rng):
     assert signature.count("void *") == len(params) == 4
 
 
+def _blocked_mbr(dims: str):
+    """matmul+bias+relu with its contraction blocked by the first AVX-512 candidate, and the depth of its tile loops."""
+    from polytile import autotile, hardware
+    s = polytile.schedule(path_of("matmul_bias_relu"), dims=dims)
+    cfg = autotile.candidates(s, "S0", hardware.load("x86-avx512"), full_blocks=False)[0]
+    blocked = autotile.apply(s, cfg)
+    return blocked, blocked.loop_names("S0").index("k")
+
+
+def _replays(t: S.Schedule, src: str, dims: str, rng) -> None:
+    """``t``'s steps, through JSON, compile to the same source ``src``."""
+    steps = tuple(S.Step.from_json(json.loads(json.dumps(x.to_json()))) for x in t.steps)
+    ins = ints_for("matmul_bias_relu", dims, rng)
+    assert polytile.compile(path_of("matmul_bias_relu"), schedule=steps).source(*ins) == src
+
+
 @pytest.mark.parametrize("dims", ["M=37,K=29,N=53", "M=64,K=64,N=64", "M=8,K=40,N=33"])
 def test_fuse_last_runs_the_epilogue_per_register_block(dims, rng):
     """fuse_last puts relu(C + B) inside the blocked nest's tile loops, after the block's last k step
     (issue 14: the epilogue reads the block from L1); the oracle agrees at odd sizes, and the step
     replays from its JSON."""
-    from polytile import autotile, hardware
-    s = polytile.schedule(path_of("matmul_bias_relu"), dims=dims)
-    cfg = autotile.candidates(s, "S0", hardware.load("x86-avx512"), full_blocks=False)[0]
-    blocked = autotile.apply(s, cfg)
-    depth = blocked.loop_names("S0").index("k")
+    blocked, depth = _blocked_mbr(dims)
     t = blocked.fuse_last("S0", "E1", depth)
     tree = t.describe().split(")\n", 1)[1]
     lines = tree.splitlines()
     e1 = next(k for k, ln in enumerate(lines) if "E1:" in ln)
     tile_loop = next(k for k, ln in enumerate(lines) if "i_t1" in ln)
     assert tile_loop < e1 and len(lines[e1]) - len(lines[e1].lstrip()) > len(lines[tile_loop]) - len(lines[tile_loop].lstrip())
-    src = run_checked(t, "matmul_bias_relu", dims, rng)
-    steps = tuple(S.Step.from_json(json.loads(json.dumps(x.to_json()))) for x in t.steps)
-    ins = ints_for("matmul_bias_relu", dims, rng)
-    assert polytile.compile(path_of("matmul_bias_relu"), schedule=steps).source(*ins) == src
+    _replays(t, run_checked(t, "matmul_bias_relu", dims, rng), dims, rng)
 
 
 def test_fuse_last_refuses_a_consumer_of_nothing_the_producer_writes():
@@ -315,11 +324,7 @@ def test_fuse_first_zeroes_each_register_block_before_its_first_k_step(dims, rng
     """fuse_first puts C = 0 inside the blocked nest's tile loops, before the block's first k step;
     the oracle agrees at odd sizes (partial blocks too), no separate zeroing pass is left, and the
     step replays from its JSON."""
-    from polytile import autotile, hardware
-    s = polytile.schedule(path_of("matmul_bias_relu"), dims=dims)
-    cfg = autotile.candidates(s, "S0", hardware.load("x86-avx512"), full_blocks=False)[0]
-    blocked = autotile.apply(s, cfg)
-    depth = blocked.loop_names("S0").index("k")
+    blocked, depth = _blocked_mbr(dims)
     t = blocked.fuse_first("S0", "Z0", depth)
     lines = t.describe().split(")\n", 1)[1].splitlines()
     z0, s0 = (next(k for k, ln in enumerate(lines) if f"{x}:" in ln) for x in ("Z0", "S0"))
@@ -327,9 +332,7 @@ def test_fuse_first_zeroes_each_register_block_before_its_first_k_step(dims, rng
     assert tile_loop < z0 < s0  # inside the tile loops, before the contraction's body
     src = run_checked(t, "matmul_bias_relu", dims, rng)
     assert re.search(r"if \(c\d+ == 0\)", src)  # only where the first k step reaches the block
-    steps = tuple(S.Step.from_json(json.loads(json.dumps(x.to_json()))) for x in t.steps)
-    ins = ints_for("matmul_bias_relu", dims, rng)
-    assert polytile.compile(path_of("matmul_bias_relu"), schedule=steps).source(*ins) == src
+    _replays(t, src, dims, rng)
 
 
 def test_fuse_first_refuses_a_statement_writing_nothing_the_other_reads():
