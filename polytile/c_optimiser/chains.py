@@ -32,7 +32,7 @@ from ..scheduling import PARALLEL, Schedule
 from ..scheduling import reorder as reorder_step
 from ..scheduling import tile as tile_step
 from ..scheduling.marks import RegTile
-from .loop_facts import _REFUSED, _arrays_of, _carried_any, _dim_aff, vectorisable
+from .loop_facts import _DEFAULT_ELEMENT, _REFUSED, _carried_any, _dim_aff, vectorisable
 from .machine import CMachine
 
 
@@ -84,8 +84,7 @@ def interleave_chains(s: Schedule, machine: CMachine, notes: List[str]) -> Sched
         if (members, d) in done:
             continue
         done.add((members, d))
-        item = _arrays_of(s, [name])[s.scop.statement(name).body.array][0]
-        ways = machine.line(item, vectors=False)
+        ways = machine.line(_DEFAULT_ELEMENT, vectors=False)  # chains across rows: scalars, any element size
         try:
             t = tile_step(s, name, {outer: ways})
             names = t.loop_names(name)
