@@ -6,7 +6,7 @@
 ``examples/batched_matmul.tile`` (Z[b] = X[b] @ Y[b]) with NB = 32, M = 128,
 K = 64, N = 128 (``--batch``, ``--m``, ``--k``, ``--n``), float32, inputs
 standard normal; the baseline is ``numpy.matmul`` on the same stacks.  Must
-reach numpy / polytile >= 0.7x.  Method: ``bench_all.py``'s docstring (a
+reach numpy / polytile >= 1.2x (issue 14).  Method: ``bench_all.py``'s docstring (a
 sample of this sub-millisecond kernel is many back-to-back calls).  Writes
 ``benchmarks/results/cpu_batched.json``.
 """
@@ -26,7 +26,7 @@ def workloads(args):
     b, m, k, n = args.batch, args.m, args.k, args.n
     return [bench_all.Workload("batched matmul", f"{b}x({m}x{k} @ {k}x{n})", _common.EXAMPLES / "batched_matmul.tile",
                                f"NB={b},M={m},N={n},K={k}", [(b, m, k), (b, k, n)], np.matmul, ("matmul",),
-                               2 * b * m * n * k, target=0.7)]
+                               2 * b * m * n * k, target=1.2)]
 
 
 def extra(p):
