@@ -97,3 +97,15 @@ def test_nothing_runs_for_one_thread_or_bound_threads(tmp_path: Path):
                          env={**os.environ, "OMP_PROC_BIND": "true"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_the_call_path_skips_the_first_call_and_spreads_from_the_second(tmp_path):
+    # The first parallel call's workers are new threads (placed on idle CPUs); compiling the region then
+    # would put ~50 ms on a one-call script.  From the second call on it runs.
+    script = tmp_path / "calls.py"
+    script.write_text("from polytile.runtime.spread import before_call\n"
+                      "print(before_call(2), before_call(2), before_call(1))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "False"]

@@ -20,7 +20,10 @@ binds threads (``OMP_PROC_BIND``) or chooses the count (``OMP_NUM_THREADS``: the
 a median 9.2 ms.
 
 The region is LLVM IR JIT-compiled once per process (llvmlite is a base dependency, and
-a C compiler is not): it runs on the libgomp that kernels of both targets use.
+a C compiler is not): it runs on the libgomp that kernels of both targets use.  The compile
+(~50 ms with LLVM's start-up) happens in the process's second parallel kernel call, not its
+first (:func:`before_call`): the first call's workers are new threads, which Linux places on
+idle CPUs, and a one-call script should not pay for calls it never makes.
 
     >>> spread(2) in (True, False)
     True
@@ -124,6 +127,7 @@ no:
 _lock = threading.Lock()
 _fn: Optional[Callable[[int], int]] = None
 _failed = False
+_calls = 0  # parallel kernel calls so far (before_call)
 _keep: list = []  # the engine of pt_spread, alive as long as the process
 
 
@@ -146,6 +150,21 @@ def _compiled() -> Optional[Callable[[int], int]]:
         return _fn
 
 
+def before_call(threads: int) -> bool:
+    """The kernel-call path's :func:`spread`: skipped on the process's first parallel call, whose workers
+    are new threads Linux places on idle CPUs anyway, so that a one-call script never pays the ~50 ms
+    compile (LLVM's start-up included); from the second call on, compiled once and run.
+
+    >>> before_call(1)
+    False
+    """
+    global _calls
+    if threads < 2:
+        return False
+    _calls += 1
+    return _calls > 1 and spread(threads)
+
+
 def spread(threads: int) -> bool:
     """Move the workers of a ``threads``-thread team off the calling thread's CPU; False if nothing ran.
 
@@ -163,7 +182,7 @@ def caller_cpu_spread(threads: int) -> Optional[int]:
     """
     if threads < 2:
         return None
-    fn = _compiled()
+    fn = _fn if _fn is not None else _compiled()
     if fn is None:
         return None
     cpu = fn(threads)

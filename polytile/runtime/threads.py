@@ -61,7 +61,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterator, Optional, Tuple
 
 from polytile.config import get_config
-from polytile.runtime.spread import spread
+from polytile.runtime.spread import before_call
 
 #: Seconds between two estimates (shorter windows see single scheduler ticks as whole cores).
 WINDOW = 0.1
@@ -293,7 +293,7 @@ def threads_for_call() -> Iterator[Optional[int]]:
     if previous != n:
         set_n(n)
     try:
-        spread(n)  # the workers off this thread's CPU (polytile.runtime.spread)
+        before_call(n)  # the workers off this thread's CPU (polytile.runtime.spread)
         yield n
     finally:
         if previous != n:
