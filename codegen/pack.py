@@ -170,8 +170,8 @@ def row_prefetch_step(buf: PackBuffer) -> int:
     return max(1, ALIGN // buf.array_item_bytes)
 
 
-def _row_prefetch(buf: PackBuffer, x: Sequence[str], lo, hi, elem) -> List[cgen.Generable]:
-    """Before copying one row of a transposing pack, prefetch the row one block further on.
+def _row_prefetch(buf: PackBuffer, elem, at: Sequence[str], y_lo: str, y_hi: str) -> List[cgen.Generable]:
+    """Prefetch the row one block further on than lane ``pt_l`` of block ``pt_b`` of a transposing pack.
 
     A pack along a leading axis (``A[i][k]`` packed along ``i``) copies the box row by row, each
     row a short run (``kc`` elements) a whole array row away from the previous one: the hardware
@@ -179,16 +179,16 @@ def _row_prefetch(buf: PackBuffer, x: Sequence[str], lo, hi, elem) -> List[cgen.
     Asking for row ``x_D + BLOCK`` (the same lane of the next block) one block ahead keeps about
     ``BLOCK`` rows in flight (measured: SGEMM 2048^3 about 3% faster on a Xeon with AVX-512).
     Only when the row is the array's last axis (contiguous) and nothing else runs inside it;
-    the row must lie inside the array, so no address outside it is formed.
+    the row must lie inside the array, so no address outside it is formed.  ``at`` are the box-relative
+    positions of the other axes, ``[y_lo, y_hi)`` the row's relative extent.
     """
     step = row_prefetch_step(buf)
     if not step:
         return []
-    n, D = len(buf.size), buf.dim
-    last = n - 1
+    n, D, last = len(buf.size), buf.dim, len(buf.size) - 1
     ahead = f"{buf.origin(D)} + pt_b * {buf.block} + pt_l + {buf.block}"
-    idx = [ahead if d == D else ("pt_y" if d == last else x[d]) for d in range(n)]
-    loop = cgen.For(f"long pt_y = {lo[last]}", f"pt_y < {hi[last]}", f"pt_y += {step}",
+    idx = [ahead if d == D else f"{buf.origin(d)} + {'pt_y' if d == last else at[d]}" for d in range(n)]
+    loop = cgen.For(f"long pt_y = {y_lo}", f"pt_y < {y_hi}", f"pt_y += {step}",
                     cgen.Line(f"__builtin_prefetch(&{elem(idx)}, 0, 3);"))
     return [cgen.If(f"{ahead} < {buf.array.shape[D]}", loop)]
 
@@ -199,56 +199,57 @@ def _box_inside(buf: PackBuffer, fp: Footprint) -> str:
                        for d in range(len(fp.size)))
 
 
-def _fast_copy(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], str]) -> cgen.Generable:
-    """The copy of a box that lies inside the array: constant trip counts, no clipping.
+def _copy_nest(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], str], *, inside: bool) -> cgen.Generable:
+    """The loops filling ``buf`` from the box, over box-relative positions ``pt_x<d>`` (the packed
+    axis as block ``pt_b`` and lane ``pt_l``); ``inside``: the box is known to lie inside the array.
 
-    A transposing pack (packed axis not the last: ``A[i][k]`` along ``i``) runs
-    block, then the other axes in order, then the lane innermost, so the writes
-    are one contiguous run (``P[b][k][l]``) and the ``BLOCK`` rows are read side
-    by side; gcc turns the lane loop into one vector store.  The clipped loops
-    of the general copy (lane outermost, a scalar store every ``BLOCK`` elements)
-    were measured ~8% slower on SGEMM 2048^3 (Xeon, AVX-512, one thread).  A
-    pack along the last axis keeps the array's order: reads and the lane runs
-    are contiguous either way.
+    Clipped (``inside`` false), the loops run in the array's axis order, the packed axis split
+    into blocks and lanes where it stands, and skip the cells outside the array.  Inside, trip
+    counts are constants, and a transposing pack (packed axis not the last: ``A[i][k]`` along
+    ``i``) runs block, then the other axes, then the lane innermost, so the writes are one
+    contiguous run (``P[b][k][l]``) and the ``BLOCK`` rows are read side by side; gcc turns the lane
+    loop into one vector store.  The clipped order (lane outermost, a scalar store every ``BLOCK``
+    elements) was measured ~8% slower on SGEMM 2048^3 (Xeon, AVX-512, one thread).  A pack along
+    the last axis keeps the array's order either way: reads and the lane runs are contiguous.
     """
     n, D, BS = len(fp.size), buf.dim, buf.block
+    o = buf.origin
+    if inside:
+        lo = {d: "0" for d in range(n)}
+        hi = {d: str(fp.size[d]) for d in range(n)}
+        # the block's lane count: the last block of an axis not a multiple of BLOCK is short
+        lanes = ("0", f"min({BS}L, {fp.size[D]}L - pt_b * {BS})" if fp.size[D] % BS else f"{BS}")
+    else:
+        lo = {d: f"max(0L, -{o(d)})" for d in range(n)}
+        hi = {d: f"min({fp.size[d]}L, {buf.array.shape[d]}L - {o(d)})" for d in range(n)}
+        lanes = (f"max(0L, {lo[D]} - pt_b * {BS})", f"min({BS}L, {hi[D]} - pt_b * {BS})")
     x = [f"pt_x{d}" for d in range(n)]
-    idx = [f"{buf.origin(D)} + pt_b * {BS} + pt_l" if d == D else f"{buf.origin(d)} + {x[d]}" for d in range(n)]
+    idx = [f"{o(D)} + pt_b * {BS} + pt_l" if d == D else f"{o(d)} + {x[d]}" for d in range(n)]
     target = f"pt_b * {buf.block_stride} + {buf.inner_offset(x)} + pt_l"
     code: cgen.Generable = cgen.Line(f"{buf.name}[{target}] = {elem(idx)};")
     others = [d for d in range(n) if d != D]
     if D == n - 1:
         loops = [("axis", d) for d in others] + [("block", D), ("lane", D)]
-    else:
+    elif inside:
         loops = [("block", D)] + [("axis", d) for d in others] + [("lane", D)]
-    # the block's lane count: the last block of an axis not a multiple of BLOCK is short
-    lanes = f"min({BS}L, {fp.size[D]}L - pt_b * {BS})" if fp.size[D] % BS else f"{BS}"
+    else:
+        loops = [("axis", d) for d in others if d < D] + [("block", D), ("lane", D)] + \
+                [("axis", d) for d in others if d > D]
+    last = n - 1
     for kind, d in reversed(loops):
         if kind == "axis":
-            code = cgen.For(f"long {x[d]} = 0", f"{x[d]} < {fp.size[d]}", f"{x[d]} += 1", cgen.Block([code]))
+            code = cgen.For(f"long {x[d]} = {lo[d]}", f"{x[d]} < {hi[d]}", f"{x[d]} += 1", cgen.Block([code]))
         elif kind == "lane":
-            code = cgen.For("long pt_l = 0", f"pt_l < {lanes}", "pt_l += 1", code)
+            if not inside:  # each row, before it is copied: the row a block further on
+                code = cgen.Block(_row_prefetch(buf, elem, x, lo[last], hi[last]) + [code])
+            code = cgen.For(f"long pt_l = {lanes[0]}", f"pt_l < {lanes[1]}", "pt_l += 1", code)
         else:
             body = [code]
-            if D != n - 1:
-                body = _block_prefetch(buf, fp, elem) + body
+            ahead = _row_prefetch(buf, elem, ["0"] * n, "0", hi[last]) if inside else []
+            if ahead:  # the lanes run innermost: the next block's rows, all before this block's copy
+                body = [cgen.For("long pt_l = 0", f"pt_l < {BS}", "pt_l += 1", cgen.Block(ahead))] + body
             code = cgen.For("long pt_b = 0", f"pt_b < {buf.nblocks}", "pt_b += 1", cgen.Block(body))
     return code
-
-
-def _block_prefetch(buf: PackBuffer, fp: Footprint, elem) -> List[cgen.Generable]:
-    """In the fast copy of a transposing pack, prefetch the next block's rows before copying this one
-    (the same look-ahead as :func:`_row_prefetch`, one block at a time)."""
-    step = row_prefetch_step(buf)
-    if not step:
-        return []
-    n, D, last = len(fp.size), buf.dim, len(fp.size) - 1
-    ahead = f"{buf.origin(D)} + pt_b * {buf.block} + pt_l + {buf.block}"
-    idx = [ahead if d == D else (f"{buf.origin(d)} + pt_y" if d == last else f"{buf.origin(d)}") for d in range(n)]
-    lines = cgen.For("long pt_y = 0", f"pt_y < {fp.size[last]}", f"pt_y += {step}",
-                     cgen.Line(f"__builtin_prefetch(&{elem(idx)}, 0, 3);"))
-    return [cgen.For("long pt_l = 0", f"pt_l < {buf.block}", "pt_l += 1",
-                     cgen.If(f"{ahead} < {buf.array.shape[D]}", lines))]
 
 
 def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], str], *,
@@ -256,46 +257,14 @@ def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], st
     """C lines that bind the box origin and fill ``buf`` from the array.
 
     ``elem(index)`` is the C lvalue of the array at the given index expressions.
-    Loops run in the array's own axis order, the packed axis split into its
-    blocks and the lanes of a block, so the innermost loop copies a run of
-    consecutive elements whenever the packed axis is the array's last one
-    (``B[k][j]`` packed along ``j``), and otherwise reads consecutive elements
-    (``A[i][k]`` packed along ``i``: a transpose of ``block`` rows).  Bounds are
-    clipped to the array: box cells outside it are never read.  A box inside the
-    array (the common case, tested at run time) takes :func:`_fast_copy` instead.  With
-    ``parallel`` (a buffer shared by the threads, filled outside any parallel
-    loop) the outermost copy loop is split over the threads.
+    A box inside the array (the common case, tested at run time) copies with
+    constant bounds; one at an edge copies its cells inside the array only (box
+    cells outside it are never read).  Both nests come from :func:`_copy_nest`.
+    With ``parallel`` (a buffer shared by the threads, filled outside any
+    parallel loop) the outermost copy loop is split over the threads.
     """
     n = len(fp.size)
     lines: List[cgen.Generable] = [cgen.Line(f"const long {buf.origin(d)} = {fp.lo[d]};") for d in range(n)]
-    x = [f"pt_x{d}" for d in range(n)]
-    lo = {d: f"max({buf.origin(d)}, 0)" for d in range(n)}
-    hi = {d: f"min({buf.origin(d)} + {fp.size[d]}, {buf.array.shape[d]})" for d in range(n)}
-    t = [f"{x[d]} - {buf.origin(d)}" for d in range(n)]
-    D, BS = buf.dim, buf.block
-    # x_D = origin + pt_b * BS + pt_l: block pt_b, lane pt_l
-    xD = f"{buf.origin(D)} + pt_b * {BS} + pt_l"
-    idx = [xD if d == D else x[d] for d in range(n)]
-    target = f"pt_b * {buf.block_stride} + {buf.inner_offset(t)} + pt_l"
-    code: cgen.Generable = cgen.Line(f"{buf.name}[{target}] = {elem(idx)};")
-    order = list(range(n))
-    if D == n - 1:
-        loops = [("axis", d) for d in order if d != D] + [("block", D), ("lane", D)]
-    else:
-        loops = [("axis", d) for d in order if d < D] + [("block", D), ("lane", D)] + \
-                [("axis", d) for d in order if d > D]
-    for kind, d in reversed(loops):
-        if kind == "axis":
-            code = cgen.For(f"long {x[d]} = {lo[d]}", f"{x[d]} < {hi[d]}", f"{x[d]} += 1", cgen.Block([code]))
-        elif kind == "lane":
-            first = f"max(0L, {lo[d]} - {buf.origin(d)} - pt_b * {BS})"
-            last = f"min({BS}L, {hi[d]} - {buf.origin(d)} - pt_b * {BS})"
-            code = cgen.Block(_row_prefetch(buf, x, lo, hi, elem) + [code])
-            code = cgen.For(f"long pt_l = {first}", f"pt_l < {last}", "pt_l += 1", code)
-        else:
-            code = cgen.For("long pt_b = 0", f"pt_b < {buf.nblocks}", "pt_b += 1", cgen.Block([code]))
-    fast = _fast_copy(buf, fp, elem)
-    if parallel:
-        pragma = cgen.Pragma("omp parallel for schedule(static)")
-        return lines + [cgen.If(_box_inside(buf, fp), cgen.Block([pragma, fast]), cgen.Block([pragma, code]))]
-    return lines + [cgen.If(_box_inside(buf, fp), cgen.Block([fast]), cgen.Block([code]))]
+    fast, clipped = _copy_nest(buf, fp, elem, inside=True), _copy_nest(buf, fp, elem, inside=False)
+    pragma = [cgen.Pragma("omp parallel for schedule(static)")] if parallel else []
+    return lines + [cgen.If(_box_inside(buf, fp), cgen.Block(pragma + [fast]), cgen.Block(pragma + [clipped]))]
