@@ -21,7 +21,7 @@ builds go to a temporary directory, or ``--workdir``).  The kernels are the
 * **Timing**: ``-DPOLYBENCH_TIME`` (PolyBench's kernel time) at LARGE, MEDIUM
   where the gcc -O3 kernel takes over ``--slow-limit``; variants ``gcc-O3``
   (baseline), ``graphite``, ``polly`` (clang-14 or clang, when it works),
-  ``polytile``, ``reassoc``; ``--rounds`` interleaved rounds in rotating order
+  ``polytile``, ``reassoc`` (``--variants`` picks some); ``--rounds`` interleaved rounds in rotating order
   (a kernel under 10 ms: ``--short-runs`` runs per round, their median the
   round's time); min, median, ratio = gcc-O3 median / variant median, geometric means.  With
   ``--busy N`` the rounds run beside N processes spinning on arithmetic (a
@@ -65,6 +65,7 @@ O3 = ("-O3", "-march=native")
 GRAPHITE = ("-floop-parallelize-all", "-ftree-parallelize-loops={threads}", "-floop-nest-optimize")
 POLLY = ("-mllvm", "-polly", "-mllvm", "-polly-parallel")
 BASELINE = "gcc-O3"
+PEERS = ("graphite", "polly")  # the other compilers timed beside the baseline
 #: The optimised sources: variant name -> extra ``polytile opt`` options.
 OPT_SOURCES = {"polytile": (), "reassoc": ("--reassociate",)}
 MIN_ROUNDS = 3
@@ -404,6 +405,16 @@ def make_variants(threads: int, gcc: str, clang: Optional[str], tmp: Path) -> Tu
     return variants, notes
 
 
+def pick_variants(variants: Sequence[Variant], names: Sequence[str]) -> Tuple[List[Variant], List[str]]:
+    """The baseline (always first) and the variants named in ``names``, and a note naming the others.
+
+    >>> # pick_variants([gcc-O3, graphite, polly, polytile, reassoc], ["polytile"]) -> [gcc-O3, polytile]
+    """
+    keep = [v for v in variants if v.name == BASELINE or v.name in names]
+    dropped = [v.name for v in variants if v not in keep]
+    return keep, [f"not timed (--variants): {', '.join(dropped)}"] if dropped else []
+
+
 # --- The two phases ---
 
 
@@ -702,6 +713,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_common.at_least(int, 1, "thread"), default=default_threads(),
                    help="OMP_NUM_THREADS of every run and N of -ftree-parallelize-loops=N "
                         "(default: $OMP_NUM_THREADS, else the core count)")
+    p.add_argument("--variants", nargs="+", metavar="NAME", choices=PEERS + tuple(OPT_SOURCES),
+                   help=f"time only these besides the {BASELINE} baseline (of: {', '.join(PEERS + tuple(OPT_SOURCES))}; "
+                        "default all): e.g. leave out Polly and Graphite, whose floyd-warshall runs take minutes")
     p.add_argument("--busy", type=_common.at_least(int, 0, "busy processes"), default=0,
                    help="run the timing rounds beside this many busy processes (processes spinning on "
                         "arithmetic, one core each; the dataset probes stay quiet): how each variant degrades "
@@ -760,6 +774,9 @@ def _run(args: argparse.Namespace, root: Path, work: Path, kernels: List[Kernel]
     h = Harness(root, work, args, say)
     clang = find_clang()
     variants, notes = ([], []) if args.skip_timing else make_variants(args.threads, h.gcc, clang, work)
+    if args.variants:
+        variants, note = pick_variants(variants, args.variants)
+        notes += note
     alias = h.alias_note(kernels[0])
     print(f"PolyBench: {root} ({len(kernels)} kernels); OMP_NUM_THREADS={args.threads}"
           + (f"; timing rounds beside {args.busy} busy process(es)" if args.busy else ""))

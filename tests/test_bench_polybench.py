@@ -122,3 +122,16 @@ def test_commands_are_argument_lists_outside_the_checkout(pb, tmp_path):
     b = pb.build_cmd("gcc", ["-O2"], gemm.source, gemm, tmp_path, ["POLYBENCH_TIME"], exe)
     assert b[:2] == ["gcc", "-O2"] and "-DPOLYBENCH_TIME" in b and b[b.index("-o") + 1] == str(exe)
     assert str(tmp_path / "utilities" / "polybench.c") in b and b[-1] == "-lm"
+
+
+def test_variants_keep_the_baseline_and_name_what_they_leave_out(pb):
+    vs = [pb.Variant(n, "gcc", (), "original") for n in ("gcc-O3", "graphite", "polly", "polytile", "reassoc")]
+    keep, notes = pb.pick_variants(vs, ["polytile", "reassoc"])
+    assert [v.name for v in keep] == ["gcc-O3", "polytile", "reassoc"]
+    assert notes == ["not timed (--variants): graphite, polly"]
+    keep, notes = pb.pick_variants(vs, ["graphite", "polly", "polytile", "reassoc"])
+    assert keep == vs and notes == []
+    args = pb.make_parser().parse_args(["/tmp/x", "--variants", "polytile"])
+    assert args.variants == ["polytile"]
+    with pytest.raises(SystemExit):
+        pb.make_parser().parse_args(["/tmp/x", "--variants", "icc"])
