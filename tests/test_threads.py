@@ -101,6 +101,36 @@ def test_runnable_threads_of_our_own_are_not_a_neighbour():
     assert est.threads() == 2  # only ours are runnable now
 
 
+def test_with_only_the_caller_runnable_our_threads_are_not_read():
+    # Reading each of our threads' state is the dearest part of the estimate on a core just woken from
+    # idle; with nobody but the caller runnable it cannot change the count.
+    m = FakeMachine(cpus=2, stat_cpus=2)
+    reads = []
+    est = T.IdleCores(clock=lambda: m.t, machine=lambda: (m.busy, 2, m.running), own=lambda: m.own,
+                      own_runnable=lambda: reads.append(1) or m.mine, running=m._running_now, cpus=2, tick=TICK)
+    m.running = 1
+    assert est.threads() == 2
+    m.run(0.3, others_cores=1.0)
+    assert est.threads() == 2 and reads == []
+    m.running, m.mine = 2, 1
+    m.run(0.3, others_cores=1.0)
+    assert est.threads() == 1 and len(reads) == 1  # a neighbour: now ours are counted
+
+
+def test_a_worker_of_ours_that_stops_between_the_reads_is_no_neighbour():
+    # The machine's read saw our spinning worker; by the time ours were read it slept. The read of the
+    # runnable threads after ours no longer sees it, so it does not pass for a neighbour.
+    m = FakeMachine(cpus=2, stat_cpus=2)
+    est = m.estimator()
+    est.threads()
+    m.running, m.mine, m.later = 2, 1, [1]
+    m.run(0.3, others_cores=1.0)  # our own last call, counted as others' ticks by a coarse clock
+    assert est.threads() == 2
+    m.running, m.mine, m.later = 2, 1, [2]  # a neighbour runnable at both reads
+    m.run(0.3, others_cores=1.0)
+    assert est.threads() == 1
+
+
 def test_the_first_call_counts_the_neighbours_runnable_now():
     m = FakeMachine(cpus=2, stat_cpus=2)
     m.running, m.mine = 2, 1  # one other thread runnable: a busy neighbour
