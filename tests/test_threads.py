@@ -327,3 +327,21 @@ def test_a_program_that_just_started_does_not_wait():
     m2.own, m2.running, m2.later = 0.01, 2, [1, 1, 1]  # 10 ms of work: 0.5 ms of reads at most
     m2.estimator().threads()
     assert 1 <= len(m2.sleeps) <= 2
+
+
+def test_procfs_files_are_read_through_one_descriptor_that_sees_fresh_text(tmp_path):
+    import time
+    first = T._read_proc("/proc/uptime")
+    fd = T._PROC_FDS["/proc/uptime"]
+    time.sleep(0.05)  # uptime counts hundredths of a second
+    again = T._read_proc("/proc/uptime")
+    assert T._PROC_FDS["/proc/uptime"] == fd and again != first
+    assert float(again.split()[0]) > float(first.split()[0])
+    # A file outside /proc is opened at every read: a replaced file's new text is what is read.
+    f = tmp_path / "stat"
+    f.write_text("one")
+    assert T._read_proc(str(f)) == b"one"
+    f.unlink()
+    f.write_text("two")
+    assert T._read_proc(str(f)) == b"two" and str(f) not in T._PROC_FDS
+    assert T._read_proc(str(tmp_path / "missing")) is None
