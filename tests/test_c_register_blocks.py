@@ -304,3 +304,47 @@ def test_generated_updates_stay_bitwise(tmp_path_factory, case):
     finally:
         if out_notes is None:
             print(src)
+
+
+DOITGEN = """  for (int r = 0; r < n; r++)
+    for (int q = 0; q < m; q++) {
+      for (int s = 0; s < p; s++) {
+        sum[s] = 0.0;
+        for (int t = 0; t < p; t++)
+          sum[s] += A[r][q][t] * C4[t][s];
+      }
+      for (int s = 0; s < p; s++)
+        A[r][q][s] = sum[s];
+    }"""
+DOITGEN_ARRAYS = [("A", "n,m,p"), ("C4", "p,p"), ("sum", "p")]
+
+
+@needs_cc
+@pytest.mark.parametrize("n,m,p", [(5, 7, 64), (4, 3, 70), (3, 5, 9), (2, 2, 33)])
+def test_an_untiled_nest_gets_a_row_of_running_values_bitwise(tmp_path, n, m, p):
+    # doitgen: sum[] is reset for every (r, q), so no band around the product tiles; the update
+    # still gets 32 running values over s, the reduction loop t between the strips and the points.
+    # Full and partial strips, and sizes below one strip (the generic loops only).
+    notes = _check(tmp_path, "doitgen", _kernel(DOITGEN, DOITGEN_ARRAYS), DOITGEN_ARRAYS,
+                   {"n": n, "m": m, "p": p}, blocked=None)
+    assert any("register block of S1: 1 x 32" in x and "untiled nest" in x for x in notes), notes
+
+
+def test_untiled_block_keeps_the_outer_reductions_outside_when_they_must():
+    # r and q do not move sum[s] either, but running them inside the strips would reuse sum before
+    # the next (r, q) resets it: refused, and the block takes t alone.
+    import tempfile
+
+    from polytile.c_optimiser.register_blocks import block_untiled
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "d.c"
+        path.write_text(_kernel(DOITGEN, DOITGEN_ARRAYS))
+        [cs] = extract(path)
+        s = initial(cs.scop, deps_mod.compute(cs.scop))
+        notes: List[str] = []
+        t = block_untiled(s, CMachine(vector_registers=32, vector_bytes=32), notes)
+        assert t.loop_names("S1") == ["r", "q", "s_t", "t", "s"], notes
+        assert any(m[0] == "S1" and m[2] == "regtile" for m in t.marks)
+        assert any("with r, q, t inside refused" in x for x in notes), notes
+        assert block_untiled(s, CMachine(), notes, skip=["S1"]) is s  # statements of tiled bands are left

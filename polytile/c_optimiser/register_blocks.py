@@ -24,6 +24,7 @@ from ..scheduling import Schedule
 from ..scheduling import regtile as regtile_step
 from ..scheduling import reorder as reorder_step
 from ..scheduling import tile as tile_step
+from ..scheduling import distribute as distribute_step
 from ..scheduling.marks import NO_LOOP, RegTile
 from .loop_facts import _REFUSED, _arrays_of, _unit_stride
 from .machine import CMachine
@@ -67,6 +68,30 @@ def block_roles(s: Schedule, name: str) -> Optional[Tuple[str, str, List[str]]]:
     return None
 
 
+def _shape(s: Schedule, rep: str, rows: str, cols: str, sizes: Mapping[str, int],
+           machine: CMachine) -> Optional[Tuple[int, int, int]]:
+    """``(mr, nr, lanes)`` of ``rep``'s block for the roles ``rows``/``cols``, or None when a tile size
+    given in ``sizes`` is not a whole number of blocks (a loop absent from ``sizes`` is not tiled: its
+    last, partial block runs the generic code)."""
+    item = _arrays_of(s, [rep])[s.scop.statement(rep).body.array][0]
+    if rows == NO_LOOP:
+        mr, nr, lanes = 1, machine.line(item, vectors=True), machine.lanes(item)
+        while nr > lanes and sizes.get(cols, 0) % nr:
+            nr //= 2
+    elif cols == NO_LOOP:
+        mr, nr, lanes = machine.line(item, vectors=False), 1, 1
+    else:
+        (mr, nr), lanes = machine.block(item), machine.lanes(item)
+    if (rows != NO_LOOP and sizes.get(rows, 0) % mr) or (cols != NO_LOOP and sizes.get(cols, 0) % nr):
+        return None
+    return mr, nr, lanes
+
+
+def _note(rep: str, shape: Tuple[int, int, int], present: Sequence[str], reds: Sequence[str]) -> str:
+    return (f"register block of {rep}: {shape[0]} x {shape[1]} running values over {', '.join(present)}, "
+            f"reduction loops {', '.join(reds)} outside them")
+
+
 def register_block(s: Schedule, rep: str, group: Sequence[str], band: Sequence[str], sizes: Mapping[str, int],
                    machine: CMachine, notes: List[str]) -> Schedule:
     """``s`` with a register block on statement ``rep`` of a tiled band (point loops ``band``), when
@@ -83,17 +108,10 @@ def register_block(s: Schedule, rep: str, group: Sequence[str], band: Sequence[s
     present = [x for x in (rows, cols) if x != NO_LOOP]
     if not {*present, *reds} <= set(band):
         return s
-    item = _arrays_of(s, [rep])[s.scop.statement(rep).body.array][0]
-    if rows == NO_LOOP:
-        mr, nr, lanes = 1, machine.line(item, vectors=True), machine.lanes(item)
-        while nr > lanes and sizes.get(cols, 0) % nr:
-            nr //= 2
-    elif cols == NO_LOOP:
-        mr, nr, lanes = machine.line(item, vectors=False), 1, 1
-    else:
-        (mr, nr), lanes = machine.block(item), machine.lanes(item)
-    if (rows != NO_LOOP and sizes.get(rows, 0) % mr) or (cols != NO_LOOP and sizes.get(cols, 0) % nr):
+    shape = _shape(s, rep, rows, cols, sizes, machine)
+    if shape is None:
         return s
+    mr, nr, lanes = shape
     try:
         t = tile_step(s, rep, {x: size for x, size in ((rows, mr), (cols, nr)) if x != NO_LOOP})
         t = reorder_step(t, rep, [l for l in t.loop_names(rep) if l in reds] + present)
@@ -101,9 +119,73 @@ def register_block(s: Schedule, rep: str, group: Sequence[str], band: Sequence[s
     except _REFUSED as e:
         notes.append(f"register block of {rep} refused: {str(e).splitlines()[0]}")
         return s
-    notes.append(f"register block of {rep}: {mr} x {nr} running values over {', '.join(present)}, "
-                 f"reduction loops {', '.join(reds)} outside them")
+    notes.append(_note(rep, shape, present, reds))
     return t
+
+
+def block_untiled(s: Schedule, machine: CMachine, notes: List[str], skip: Sequence[str] = ()) -> Schedule:
+    """``s`` with register blocks on the deepest C updates of nests left untiled (``skip``: statements of
+    tiled bands, which :func:`register_block` saw), each step legality-checked.
+
+    The update gets its own nest below the loops outside its block and reduction loops (``distribute``),
+    its block loops are strip-mined by the block, and the reduction loops move between the strips and
+    the points, so the running values stay in registers across them.  Each cell still takes its
+    updates in the original order: the output stays bitwise identical.
+
+    Before: ``for r, q: for p: sum[p] = 0; for s: for p: sum[p] += A[r][q][s] * C4[s][p]``  (a load and
+    a store of ``sum[p]`` per step: doitgen, whose temporary carries every outer loop, so no band tiles)
+    After:  ``for r, q: for p: sum[p] = 0; for p_t: for s: for p in p_t's 32: ...`` + regtile mark
+    """
+    deepest = max((len(ss.loops()) for _, ss in s.stmts), default=0)
+    for name, ss in s.stmts:
+        if name in skip or len(ss.loops()) < max(2, deepest) or \
+                any(m[0] == name and m[2] == RegTile.keyword for m in s.marks):
+            continue
+        roles = block_roles(s, name)
+        if roles is None:
+            continue
+        rows, cols, reds = roles
+        present = [x for x in (rows, cols) if x != NO_LOOP]
+        names = s.loop_names(name)
+        if not {*present, *reds} <= set(names):
+            continue  # a block or reduction loop was skewed or fused into another iterator
+        shape = _shape(s, name, rows, cols, {}, machine)
+        if shape is None:
+            continue
+        # The reduction loops that run inside the strips: as many of the innermost as legality allows
+        # (doitgen's r and q do not move sum[p] either, but sum is reset for every (r, q)).
+        in_order = [l for l in names if l in reds]
+        for k in range(len(in_order)):
+            t = _block_nest(s, name, rows, cols, in_order[k:], present, shape, notes)
+            if t is not None:
+                break
+        else:
+            continue
+        notes.append(_note(name, shape, present, in_order[k:]) + " (an untiled nest)")
+        s = t
+    return s
+
+
+def _block_nest(s: Schedule, name: str, rows: str, cols: str, inner: Sequence[str], present: Sequence[str],
+                shape: Tuple[int, int, int], notes: List[str]) -> Optional[Schedule]:
+    """:func:`block_untiled`'s steps for one statement with the reduction loops ``inner`` inside the strips,
+    or None when a step is refused (noted)."""
+    mr, nr, lanes = shape
+    names = s.loop_names(name)
+    first = min(names.index(x) for x in (*present, *inner))
+    try:
+        t = s
+        if any(g != name for g in s.group(name, s.loop_dim(name, names[first]) + 1)):
+            t = distribute_step(t, name, first)  # others share the block's loops: its own nest
+        t = tile_step(t, name, {x: size for x, size in ((rows, mr), (cols, nr)) if x != NO_LOOP})
+        now = t.loop_names(name)
+        strips = [[n for n in now[:now.index(x)] if n.startswith(x + "_t")][-1] for x in present]
+        outer = [l for l in now if l not in (*strips, *inner, *present)]
+        t = reorder_step(t, name, outer + strips + list(inner) + list(present))
+        return regtile_step(t, name, rows, cols, mr=mr, nr=nr, lanes=lanes)
+    except _REFUSED as e:
+        notes.append(f"register block of {name} with {', '.join(inner)} inside refused: {str(e).splitlines()[0]}")
+        return None
 
 
 def unblocked_penalty(s: Schedule, hot: Sequence[str]) -> int:

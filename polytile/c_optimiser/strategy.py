@@ -27,7 +27,7 @@ from .loop_facts import _REFUSED, _arrays_of, vectorisable
 from ..cost.parallel_work import drop_small_parallel
 from .marks import distribute_innermost, parallelise, unit_stride_innermost, vector_order, vectorise
 from .machine import CMachine
-from .register_blocks import unblocked_penalty
+from .register_blocks import block_untiled, unblocked_penalty
 from .tiling import tile_bands
 
 
@@ -142,6 +142,8 @@ def _variants(base: Schedule, *, tile: bool, parallel: bool, machine: CMachine, 
             # Tiled bands get their point loops ordered by tile_bands; a nest left untiled (doitgen's,
             # whose temporary sum[] carries every outer loop) may still need a permutation.
             s = unit_stride_innermost(s, local)
+        # ... and the updates of nests left untiled a register block (tiled bands got theirs inside the tiles)
+        s = block_untiled(s, machine, local, skip=[n for group, _, _ in tiled for n in group])
         if parallel:
             s = parallelise(s, tiled, local, wavefront=wave)
             s = drop_small_parallel(s, local, sizes=sizes)
