@@ -26,7 +26,7 @@ from ..scheduling import reorder as reorder_step
 from ..scheduling import tile as tile_step
 from ..scheduling import distribute as distribute_step
 from ..scheduling.marks import NO_LOOP, RegTile
-from .loop_facts import _REFUSED, _arrays_of, _unit_stride
+from .loop_facts import _REFUSED, _arrays_of, _unit_stride, vectorisable
 from .machine import CMachine
 
 
@@ -149,6 +149,8 @@ def block_untiled(s: Schedule, machine: CMachine, notes: List[str], skip: Sequen
         names = s.loop_names(name)
         if not {*present, *reds} <= set(names):
             continue  # a block or reduction loop was skewed or fused into another iterator
+        if cols == NO_LOOP and vectorisable(s, name, ss.loops()[-1][0]):
+            continue  # rows of chains are for in-order chains: a reassociated one is a SIMD dot product
         shape = _shape(s, name, rows, cols, {}, machine)
         if shape is None:
             continue
