@@ -22,6 +22,9 @@ Rows (issue 15's targets in brackets):
 * **call** [<= 4 us of Python per call; 4x4 matmul within 4x numpy]: back-to-back calls of a compiled
   kernel on the same inputs (``k(A, B)``, outputs allocated each call) against ``A @ B``, median of
   ``--repeat`` timeit batches.
+* **cold call** (no target; what ``bench_all.py`` measures): a call after 0.2 s of idleness, 256^3 and
+  1024^3 float32, interleaved with numpy's, and polytile's split into Python before the thread-count
+  estimate, the estimate, the spread region (which wakes the OpenMP worker) and the kernel.
 
 Every fresh-process row is the median of ``--repeat`` (>= 5) runs with min-max; rows interleave (one
 run of each per round).  Writes ``benchmarks/results/latency.json`` with the provenance.
@@ -164,9 +167,70 @@ def call_rows(repeat: int, say) -> List[Dict[str, Any]]:
     return rows
 
 
+def cold_rows(repeat: int, say, gap: float = 0.2) -> List[Dict[str, Any]]:
+    """Calls after ``gap`` seconds of idleness (every ``bench_all.py`` sample's case), polytile against numpy,
+    and where polytile's time goes: Python before the thread-count estimate, the estimate (procfs reads),
+    the spread region (which also wakes the OpenMP worker), the kernel with what follows it."""
+    import numpy as np
+
+    import polytile
+    from polytile.runtime import threads
+
+    k = polytile.compile(str(ROOT / "examples/matmul.tile"))
+    marks: Dict[str, float] = {}
+    estimate, spread = threads.call_threads, threads.before_call
+
+    def timed_estimate():
+        marks["enter"] = time.perf_counter()
+        n = estimate()
+        marks["estimated"] = time.perf_counter()
+        return n
+
+    def timed_spread(n):
+        spread(n)
+        marks["spread"] = time.perf_counter()
+
+    rows = []
+    threads.call_threads, threads.before_call = timed_estimate, timed_spread
+    try:
+        for n in (256, 1024):
+            say(f"cold calls {n}x{n} after {gap} s idle")
+            A = np.random.default_rng(0).standard_normal((n, n)).astype(np.float32)
+            for _ in range(5):
+                k(A, A), A @ A
+            parts: Dict[str, List[float]] = {"pt": [], "np": [], "before": [], "estimate": [], "spread": [],
+                                             "kernel": []}
+            for _ in range(max(15, 3 * repeat)):
+                marks.clear()
+                time.sleep(gap)
+                t0 = time.perf_counter()
+                k(A, A)
+                t1 = time.perf_counter()
+                time.sleep(gap)
+                t2 = time.perf_counter()
+                A @ A
+                parts["np"].append(time.perf_counter() - t2)
+                parts["pt"].append(t1 - t0)
+                if "spread" in marks:  # a one-thread call has no spread region
+                    parts["before"].append(marks["enter"] - t0)
+                    parts["estimate"].append(marks["estimated"] - marks["enter"])
+                    parts["spread"].append(marks["spread"] - marks["estimated"])
+                    parts["kernel"].append(t1 - marks["spread"])
+            med = {key: statistics.median(v) * 1e3 if v else None for key, v in parts.items()}
+            rows.append({"row": f"cold call matmul {n}x{n}", "gap_s": gap, "polytile_ms": med["pt"],
+                         "numpy_ms": med["np"], "ratio_to_numpy": med["pt"] / med["np"],
+                         "polytile_min_max_ms": [min(parts["pt"]) * 1e3, max(parts["pt"]) * 1e3],
+                         "split_ms": {key: med[key] for key in ("before", "estimate", "spread", "kernel")},
+                         "calls": len(parts["pt"])})
+    finally:
+        threads.call_threads, threads.before_call = estimate, spread
+    return rows
+
+
 def main(argv=None) -> int:
     ap = _common.parser(__doc__.splitlines()[0], "latency.json")
-    ap.add_argument("--only", nargs="+", choices=["fresh", "autotile", "calls"], default=["fresh", "autotile", "calls"])
+    ap.add_argument("--only", nargs="+", choices=["fresh", "autotile", "calls", "cold"],
+                    default=["fresh", "autotile", "calls", "cold"])
     args = ap.parse_args(argv)
     say = _common.progress(args.quiet)
     rows: List[Dict[str, Any]] = []
@@ -176,8 +240,17 @@ def main(argv=None) -> int:
         rows += autotile_rows(args.repeat, say)
     if "calls" in args.only:
         rows += call_rows(args.repeat, say)
+    if "cold" in args.only:
+        rows += cold_rows(args.repeat, say)
     print(f"{'row':<34} {'median':>10} {'min-max':>19}  {'target':<16} notes")
     for r in rows:
+        if "split_ms" in r:
+            lo, hi = r["polytile_min_max_ms"]
+            split = ", ".join(f"{k} {v:.3f}" for k, v in r["split_ms"].items() if v is not None)
+            print(f"{r['row']:<34} {r['polytile_ms']:>8.3f}ms {lo:>8.3f}-{hi:<8.3f}ms  {'':<16} numpy "
+                  f"{r['numpy_ms']:.3f} ms ({r['ratio_to_numpy']:.2f}x numpy's time); after {r['gap_s']} s idle, "
+                  f"ms: {split}")
+            continue
         if "polytile_us" in r:
             lo, hi = r["polytile_min_max_us"]
             verdict = ("PASS" if r["ratio_to_numpy"] <= 4 else "FAIL") if r["target"] else ""
