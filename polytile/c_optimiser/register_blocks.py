@@ -137,8 +137,9 @@ def block_untiled(s: Schedule, machine: CMachine, notes: List[str], skip: Sequen
     After:  ``for r, q: for p: sum[p] = 0; for p_t: for s: for p in p_t's 32: ...`` + regtile mark
     """
     deepest = max((len(ss.loops()) for _, ss in s.stmts), default=0)
-    for name, ss in s.stmts:
-        if name in skip or len(ss.loops()) < max(2, deepest) or \
+    for name in [n for n, _ in s.stmts]:
+        loops = s.table[name].loops()  # of the schedule as the blocks before this one left it
+        if name in skip or len(loops) < max(2, deepest) or \
                 any(m[0] == name and m[2] == RegTile.keyword for m in s.marks):
             continue
         roles = block_roles(s, name)
@@ -149,7 +150,7 @@ def block_untiled(s: Schedule, machine: CMachine, notes: List[str], skip: Sequen
         names = s.loop_names(name)
         if not {*present, *reds} <= set(names):
             continue  # a block or reduction loop was skewed or fused into another iterator
-        if cols == NO_LOOP and vectorisable(s, name, ss.loops()[-1][0]):
+        if cols == NO_LOOP and vectorisable(s, name, loops[-1][0]):
             continue  # rows of chains are for in-order chains: a reassociated one is a SIMD dot product
         shape = _shape(s, name, rows, cols, {}, machine)
         if shape is None:
@@ -181,10 +182,12 @@ def _block_nest(s: Schedule, name: str, rows: str, cols: str, inner: Sequence[st
             t = distribute_step(t, name, first)  # others share the block's loops: its own nest
         t = tile_step(t, name, {x: size for x, size in ((rows, mr), (cols, nr)) if x != NO_LOOP})
         now = t.loop_names(name)
-        strips = [[n for n in now[:now.index(x)] if n.startswith(x + "_t")][-1] for x in present]
+        strips = [next(n for n in reversed(now[:now.index(x)]) if n.startswith(x + "_t")) for x in present]
         outer = [l for l in now if l not in (*strips, *inner, *present)]
         t = reorder_step(t, name, outer + strips + list(inner) + list(present))
         return regtile_step(t, name, rows, cols, mr=mr, nr=nr, lanes=lanes)
+    except StopIteration:  # the strip-mining named its loop otherwise: leave the nest as it is
+        return None
     except _REFUSED as e:
         notes.append(f"register block of {name} with {', '.join(inner)} inside refused: {str(e).splitlines()[0]}")
         return None

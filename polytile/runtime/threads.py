@@ -94,10 +94,14 @@ def _read_proc(path: str) -> Optional[bytes]:
     """The whole file at ``path`` as bytes, through a descriptor kept open across calls; None if unreadable.
 
     procfs regenerates a file's text at every read from offset 0, so ``pread`` on one descriptor sees
-    the current counters (a path outside ``/proc/`` is opened at every read).  Opening and parsing ``/proc/stat`` as text cost ~0.29 ms on a core that had
-    just woken from 0.2 s of idle (a kernel call after a pause) against ~0.08 ms for a ``pread``, on
-    the 2-vCPU VM the benchmarks ran on; warm, both take a few microseconds.  The descriptor is
-    close-on-exec (Python's default) and ``pread`` leaves its offset alone, so a fork may share it.
+    the current counters (a path outside ``/proc/`` is opened at every read).  Opening and parsing
+    ``/proc/stat`` as text cost ~0.29 ms on a core that had just woken from 0.2 s of idle (a kernel
+    call after a pause) against ~0.08 ms for a ``pread``, on the 2-vCPU VM the benchmarks ran on;
+    warm, both take a few microseconds.  The descriptor is close-on-exec (Python's default) and
+    ``pread`` leaves its offset alone, so a fork may share it.
+
+    >>> _read_proc("/proc/loadavg").count(b"/") >= 1
+    True
     """
     keep = path.startswith("/proc/")  # another file may be replaced: its old descriptor would read stale text
     try:
