@@ -246,27 +246,36 @@ class IdleCores:
             if sample is None:
                 return self._threads
             busy, running, own = sample[0], sample[2], self._own()
-            # Only the caller runnable (the usual case): nobody else's thread, so ours need not be
-            # counted.  Reading each of our threads' stat costs ~0.2 ms on a core that has just woken
-            # from idle, as much again as the rest of the estimate (a 7 ms SGEMM call measured it).
-            mine = 1 if running is not None and running <= 1 else max(1, self._own_runnable())
             if self._last is not None:
                 t0, busy0, own0 = self._last
                 wall = now - t0
                 lately = int(max(0.0, ((busy - busy0) / self._tick - (own - own0)) / wall) + 0.5)
-                if running is not None and running > mine:
-                    # A worker of ours that stopped spinning after the machine's read and before ours
-                    # would pass for a neighbour: what a read after ours still finds is what counts.
-                    again = self._running()
-                    running = running if again is None else min(running, again)
-                others = lately if running is None else min(lately, max(0, running - mine))
+                others = lately if running is None else min(lately, self._others_now(running))
                 self._threads = max(1, min(self.cpus, self.cpus - others))
             elif running is not None:
                 # No history yet (the process's first call): the other processes' threads runnable now.
-                others = self._settled(max(0, running - mine), own)
+                others = self._settled(self._others_runnable(running), own)
                 self._threads = max(1, min(self.cpus, self.cpus - others))
             self._last = (now, busy, own)
             return self._threads
+
+    def _others_runnable(self, running: int) -> int:
+        """Other processes' threads among ``running`` runnable ones (the caller's read of procs_running).
+
+        Only the caller runnable (the usual case): none, and ours are not read -- reading each of our
+        threads' state costs ~0.2 ms on a core that has just woken from idle, as much again as the rest
+        of the estimate (a 7 ms SGEMM call measured it).  The C helper's ``pt_others_runnable``."""
+        return 0 if running <= 1 else max(0, running - max(1, self._own_runnable()))
+
+    def _others_now(self, running: int) -> int:
+        """:meth:`_others_runnable`, confirmed: a worker of ours that stopped spinning after the machine's
+        read and before ours would pass for a neighbour, so a read after ours must still find as many."""
+        others = self._others_runnable(running)
+        if others:
+            again = self._running()
+            if again is not None:  # ours are running - others
+                others = max(0, min(others, again - (running - others)))
+        return others
 
     def _settled(self, first: int, own: float) -> int:
         """The first call's count of others' runnable threads, given the first read's and this process's
@@ -281,8 +290,7 @@ class IdleCores:
             running = self._running()
             if running is None:
                 break
-            # The caller is running: at least one runnable thread is ours.
-            seen.append(0 if running <= 1 else max(0, running - max(1, self._own_runnable())))
+            seen.append(self._others_runnable(running))
         return min(sorted(seen)[(len(seen) - 1) // 2], seen[-1])
 
 
