@@ -175,3 +175,12 @@ def vectorisable(s: Schedule, stmt: str, dim: int) -> bool:
     group = s.group(stmt, dim)
     return (s.carried(group, dim, s.deps.all(include_reductions=False)).is_empty()
             and not s.simd_reduction_blocker(group, dim))
+
+
+def tile_loop_name(s: Schedule, rep: str, point: str) -> str:
+    """The tile loop just created for point loop ``point`` (``i_t``, or ``i_t1`` when ``i_t`` existed)."""
+    names = [n for _, n in s.table[rep].loops()]
+    point_at = names.index(point)
+    cands = [n for n in names[:point_at] if n.startswith(point + "_t")]
+    return cands[-1] if cands else names[0]
+

@@ -26,7 +26,7 @@ from ..scheduling import reorder as reorder_step
 from ..scheduling import tile as tile_step
 from ..scheduling import distribute as distribute_step
 from ..scheduling.marks import NO_LOOP, RegTile
-from .loop_facts import _REFUSED, _arrays_of, _unit_stride, vectorisable
+from .loop_facts import _REFUSED, _arrays_of, _unit_stride, tile_loop_name, vectorisable
 from .machine import CMachine
 
 
@@ -152,9 +152,7 @@ def block_untiled(s: Schedule, machine: CMachine, notes: List[str], skip: Sequen
             continue  # a block or reduction loop was skewed or fused into another iterator
         if cols == NO_LOOP and vectorisable(s, name, loops[-1][0]):
             continue  # rows of chains are for in-order chains: a reassociated one is a SIMD dot product
-        shape = _shape(s, name, rows, cols, {}, machine)
-        if shape is None:
-            continue
+        shape = _shape(s, name, rows, cols, {}, machine)  # no tile sizes to divide: always a shape
         # The reduction loops that run inside the strips: as many of the innermost as legality allows
         # (doitgen's r and q do not move sum[p] either, but sum is reset for every (r, q)).
         in_order = [l for l in names if l in reds]
@@ -182,12 +180,10 @@ def _block_nest(s: Schedule, name: str, rows: str, cols: str, inner: Sequence[st
             t = distribute_step(t, name, first)  # others share the block's loops: its own nest
         t = tile_step(t, name, {x: size for x, size in ((rows, mr), (cols, nr)) if x != NO_LOOP})
         now = t.loop_names(name)
-        strips = [next(n for n in reversed(now[:now.index(x)]) if n.startswith(x + "_t")) for x in present]
+        strips = [tile_loop_name(t, name, x) for x in present]
         outer = [l for l in now if l not in (*strips, *inner, *present)]
         t = reorder_step(t, name, outer + strips + list(inner) + list(present))
         return regtile_step(t, name, rows, cols, mr=mr, nr=nr, lanes=lanes)
-    except StopIteration:  # the strip-mining named its loop otherwise: leave the nest as it is
-        return None
     except _REFUSED as e:
         notes.append(f"register block of {name} with {', '.join(inner)} inside refused: {str(e).splitlines()[0]}")
         return None

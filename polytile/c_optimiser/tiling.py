@@ -21,7 +21,8 @@ from ..scheduling import tile as tile_step
 from .machine import CMachine
 from .register_blocks import register_block
 from .loop_facts import (
-    _DEFAULT_ELEMENT, _REFUSED, _arrays_of, _band, _carried_any, _groups, _time_like, _unit_stride, vectorisable,
+    _DEFAULT_ELEMENT, _REFUSED, _arrays_of, _band, _carried_any, _groups, _time_like, _unit_stride, tile_loop_name,
+    vectorisable,
 )
 
 
@@ -127,7 +128,7 @@ def tile_bands(s: Schedule, machine: CMachine, notes: List[str], cap: Optional[i
                 notes.append(f"tiling {rep} loops {', '.join(band)} refused: {str(e).splitlines()[0]}")
                 depth -= 1
                 continue
-            p = new.loop_dim(rep, _tile_loop_name(new, rep, band[0]))
+            p = new.loop_dim(rep, tile_loop_name(new, rep, band[0]))
             tile_loops = [new.table[rep].names[p + 2 * k] for k in range(depth)]
             notes.append(f"tiled {rep} loops {', '.join(band)} by "
                          f"{', '.join(f'{l}={sizes[l]}' for l in band)}")
@@ -232,11 +233,3 @@ def _intra_tile(s: Schedule, rep: str, band: Sequence[str], notes: List[str]) ->
         notes.append(f"point loops of {rep} reordered to {', '.join(order)} (unit stride innermost)")
         return out
     return s
-
-
-def _tile_loop_name(s: Schedule, rep: str, point: str) -> str:
-    """The tile loop just created for point loop ``point`` (``i_t``, or ``i_t1`` when ``i_t`` existed)."""
-    names = [n for _, n in s.table[rep].loops()]
-    point_at = names.index(point)
-    cands = [n for n in names[:point_at] if n.startswith(point + "_t")]
-    return cands[-1] if cands else names[0]
