@@ -52,10 +52,11 @@ Imported, it is the harness the four scripts share (what is not already in
    ``/proc/loadavg`` for at most ``--max-wait`` seconds, then it goes on) and
    records the load before and after every workload.
 
-Ratios are numpy time / polytile time (> 1: polytile is faster) against the
-numpy baseline **with the environment as set**; the other core type is
-reported beside it.  GFLOP/s count 2 flops per point of the contraction, and
-the percentage is of ``hardware.load("host").peak_gflops("float32")`` (at the
+Ratios are numpy time / polytile time (> 1: polytile is faster), against the
+numpy baseline with the environment as set and, in "ratio vs faster", against
+the faster of the two core types.  The summary's verdicts use the faster one:
+an environment that pins OpenBLAS to older kernels must not flatter polytile.
+GFLOP/s count 2 flops per point of the contraction, and the percentage is of ``hardware.load("host").peak_gflops("float32")`` (at the
 nominal clock /proc/cpuinfo reports) and, in "% meas. peak", of an FMA loop
 measured on all threads at the start of the run (what the cores sustain).
 """
@@ -183,6 +184,24 @@ def coretype_envs() -> List[Tuple[str, Dict[str, str]]]:
         alt["OPENBLAS_CORETYPE"] = ALT_CORETYPE
         labels = ("OPENBLAS_CORETYPE unset (as set)", f"OPENBLAS_CORETYPE={ALT_CORETYPE}")
     return [(labels[0], env), (labels[1], alt)]
+
+
+def faster_numpy(baseline: Mapping[str, Mapping[str, Any]], polytile_s: Optional[float]) -> Dict[str, Any]:
+    """The issue's verdicts are against numpy at its best: the faster of the two core types.
+
+    An environment may pin OpenBLAS to older kernels (``OPENBLAS_CORETYPE=Haswell``
+    on an AVX-512 machine runs AVX2 code at about half the speed); a ratio against
+    that numpy would flatter polytile.
+
+    >>> faster_numpy({"as set": {"median_s": 2.0}, "unset": {"median_s": 1.0}}, 0.5)
+    {'faster_numpy': 'unset', 'faster_numpy_median_s': 1.0, 'ratio_vs_faster': 2.0}
+    """
+    timed = [(b["median_s"], label) for label, b in baseline.items() if b.get("median_s")]
+    if not timed:
+        return {"faster_numpy": None, "faster_numpy_median_s": None, "ratio_vs_faster": None}
+    t, label = min(timed)
+    return {"faster_numpy": label, "faster_numpy_median_s": t,
+            "ratio_vs_faster": (t / polytile_s) if polytile_s else None}
 
 
 # ---------------------------------------------------------------------------
@@ -540,6 +559,7 @@ def run_workload(w: Workload, script: Path, workers: List[Worker], args, say, tm
         if pt_t and args.measured_peak else None,
         "ratio": (base_t / pt_t) if base_t and pt_t else None,
         "ratio_alt": (alt_t / pt_t) if alt_t and pt_t else None,
+        **faster_numpy(rec["baseline"], pt_t),
         "numpy_min_s": base_min, "polytile_min_s": pt_min,
         "ratio_of_mins": (base_min / pt_min) if base_min and pt_min else None,
     }
@@ -642,6 +662,7 @@ def main(script: str, description: str, default_out: str, workloads: Callable[[A
         if bad:
             print(f"{r['family']} {r['shape']}: CHECK FAILED (not timed): {', '.join(bad)}")
     print(f"ratio = numpy median / polytile median with the environment as set ({labels[0]}); "
+          f"'ratio vs faster' uses the faster of the two numpy columns (the one the issue's targets are judged on); "
           f"every entry the median of its calls in {args.repeat} interleaved rounds after {args.warmup} warm-up round(s); "
           f"outputs checked with allclose(rtol={RTOL:g}, atol={RTOL:g}*max|truth|) against float64; "
           f"'ratio of mins' (fastest call over fastest call) is for reading noisy runs, not a target")
@@ -662,13 +683,14 @@ def main(script: str, description: str, default_out: str, workloads: Callable[[A
 
 
 def result_table(records: List[Dict[str, Any]], labels: Sequence[str]) -> str:
-    rows = [["workload", "shape", "numpy ms", f"numpy ms ({labels[1]})", "polytile ms", "ratio", "numpy GF/s",
-             "GFLOP/s", "% peak", "% meas. peak", "target", "ratio of mins"]]
+    rows = [["workload", "shape", "numpy ms", f"numpy ms ({labels[1]})", "polytile ms", "ratio", "ratio vs faster",
+             "numpy GF/s", "GFLOP/s", "% peak", "% meas. peak", "target", "ratio of mins"]]
     for r in records:
         x = r["result"]
         best = f" ({x['numpy_best']})" if len(r["baselines"]) > 1 and x["numpy_best"] else ""
         rows.append([r["family"], r["shape"], _common.ms(x["numpy_median_s"]) + best, _common.ms(x["numpy_alt_median_s"]),
-                     _common.ms(x["polytile_median_s"]), _f(x["ratio"], "{:.2f}x"), _f(x["numpy_gflops"], "{:.1f}"),
+                     _common.ms(x["polytile_median_s"]), _f(x["ratio"], "{:.2f}x"),
+                     _f(x.get("ratio_vs_faster"), "{:.2f}x"), _f(x["numpy_gflops"], "{:.1f}"),
                      _f(x["polytile_gflops"], "{:.1f}"), _f(x["polytile_peak_pct"], "{:.1f}"),
                      _f(x.get("polytile_measured_peak_pct"), "{:.1f}"),
                      f">= {r['target']}x" + (f" (aim {r['aim']}x)" if r["aim"] else ""),
@@ -737,11 +759,11 @@ def summary(results: Mapping[str, Optional[Dict[str, Any]]]) -> Tuple[str, List[
         for r in data["workloads"]:
             x = r["result"]
             rows.append({"row": f"{r['family']} vs numpy", "shape": r["shape"],
-                         "baseline_ms": x["numpy_median_s"], "polytile_ms": x["polytile_median_s"],
-                         "measured": x["ratio"], "unit": "x", "gflops": x["polytile_gflops"],
+                         "baseline_ms": x["faster_numpy_median_s"], "polytile_ms": x["polytile_median_s"],
+                         "measured": x["ratio_vs_faster"], "unit": "x", "gflops": x["polytile_gflops"],
                          "peak_pct": x["polytile_peak_pct"], "target": f">= {r['target']}x"
                          + (f" (aim {r['aim']}x)" if r["aim"] else ""),
-                         "verdict": _verdict(x["ratio"], r["target"], r["aim"])})
+                         "verdict": _verdict(x["ratio_vs_faster"], r["target"], r["aim"])})
             if x.get("llvm_vs_openmp") is not None:
                 rows.append({"row": f"{r['family']} llvm target vs openmp", "shape": r["shape"],
                              "baseline_ms": x["polytile_median_s"], "polytile_ms": x["llvm_median_s"],
@@ -799,8 +821,8 @@ def run_all(argv=None) -> int:
         results[fam] = json.loads(out.read_text()) if rc == 0 and out.exists() else None
         print(flush=True)
     text, rows = summary(results)
-    print("===== summary (ratios: numpy / polytile, numpy with the environment as set; "
-          "'before' is numpy, or the untuned default for the autotuner rows)")
+    print("===== summary (ratios: numpy / polytile, numpy with the faster of its two core types; "
+          "'before' is that numpy, or the untuned default for the autotuner rows)")
     print(text)
     data = {"provenance": _common.provenance(benchmark="cpu_all", load_average_end=loadavg(),
                                              wall_s=time.perf_counter() - t_all),
