@@ -482,3 +482,52 @@ def test_compile_and_schedule_accept_a_descriptor_object(preset):
     by_object = polytile.schedule(src, shapes={"A": A.shape, "B": B.shape}, hardware=hw)
     by_name = polytile.schedule(src, shapes={"A": A.shape, "B": B.shape}, hardware=preset)
     assert by_object.steps == by_name.steps and len(by_object.steps) > 1  # autotiled alike
+
+
+def _cpuinfo(vendor: str, family: int, model: int, name: str, flags: str, n: int = 2) -> str:
+    return "".join(f"processor\t: {k}\nvendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+                   f"model name\t: {name}\ncpu MHz\t\t: 3000.000\nsiblings\t: {n}\ncpu cores\t: {n}\n"
+                   f"flags\t\t: {flags}\n\n" for k in range(n))
+
+
+@pytest.mark.parametrize("vendor, family, model, flags, units, words", [
+    # Zen 4 (Genoa): AVX-512 on 256-bit pipes -- half the peak the flags suggest.
+    ("AuthenticAMD", 0x19, 0x11, "fma avx2 avx512f", 1, "Zen 4"),
+    # Zen 5 server (Turin) and desktop: full-width pipes; Strix Point: half width.
+    ("AuthenticAMD", 0x1A, 0x02, "fma avx2 avx512f", 2, "Zen 5"),
+    ("AuthenticAMD", 0x1A, 0x44, "fma avx2 avx512f", 2, "Zen 5"),
+    ("AuthenticAMD", 0x1A, 0x24, "fma avx2 avx512f", 1, "Strix Point"),
+    # Zen 1: 256-bit AVX2 on 128-bit pipes; Zen 3 (no AVX-512): the default two.
+    ("AuthenticAMD", 0x17, 0x01, "fma avx2", 1, "Zen 1"),
+    ("AuthenticAMD", 0x19, 0x21, "fma avx2", 2, "default 2"),
+    # Intel: Xeon server cores have two 512-bit units, the AVX-512 client cores one.
+    ("GenuineIntel", 6, 0x55, "fma avx2 avx512f", 2, "Skylake-SP"),
+    ("GenuineIntel", 6, 0x8F, "fma avx2 avx512f", 2, "Sapphire Rapids"),
+    ("GenuineIntel", 6, 0x8C, "fma avx2 avx512f", 1, "Tiger Lake"),
+    # An AVX-512 model not in the table keeps the stated default.
+    ("GenuineIntel", 6, 0x01, "fma avx2 avx512f", 2, "not visible in cpuinfo"),
+])
+def test_detect_fma_units_from_the_cpu_model(tmp_path, vendor, family, model, flags, units, words):
+    sysfs, procfs = _fake_tree(tmp_path, caches={0: _cache(1, "Data", "48K", 12, "0")},
+                               cpuinfo=_cpuinfo(vendor, family, model, "Some CPU", flags),
+                               meminfo="MemTotal: 8000000 kB\n", siblings="0")
+    hw = hardware.detect_host(sysfs, procfs, cpu_count=2)
+    assert hw.fma_units_per_core == units
+    note = next(n for n in hw.notes if "fma_units_per_core" in n)
+    assert words in note, note
+    lanes = 16 if "avx512f" in flags else 8
+    assert hw.peak_gflops_fp32 == pytest.approx(2 * units * 2 * lanes * 3.0)
+
+
+def test_zen4_descriptor_prefers_fewer_accumulators():
+    # One 512-bit FMA per cycle (Zen 4) is saturated by half the independent
+    # accumulators two units need: the micro-kernel model must see the difference.
+    from dataclasses import replace
+
+    from polytile.cost.roofline import _kernel_efficiency
+
+    xeon = hardware.load("x86-avx512")
+    zen4 = replace(xeon, fma_units_per_core=1, peak_gflops_fp32=None, peak_gflops_fp64=None)
+    small = (2, 32, 16)  # 4 accumulators
+    assert _kernel_efficiency(small, zen4) > _kernel_efficiency(small, xeon)
+    assert zen4.peak_gflops_fp32 == pytest.approx(xeon.peak_gflops_fp32 / 2)

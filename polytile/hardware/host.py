@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from .checks import _pos_int
+from .cpu_models import cpuid_numbers, fma_units
 from .descriptor import CPUDescriptor, MemoryLevel
 from .display import _human_bytes
 
@@ -176,9 +177,17 @@ def detect_host(sysfs: Union[str, os.PathLike] = "/sys/devices/system/cpu",
     else:
         simd, vregs = 256, 16
         notes.append("no CPU flags: assumed 256-bit SIMD (AVX2) with 16 vector registers")
-    fma_units = 2 if ({"fma", "avx512f", "asimd"} & flags) else 1
-    notes.append(f"fma_units_per_core not visible in cpuinfo: default {fma_units}"
-                 + (" (FMA-capable ISA; some parts have only 1)" if fma_units == 2 else ""))
+    known = None
+    ids = cpuid_numbers(info)
+    if ids is not None:
+        known = fma_units(*ids, flags)
+    if known is not None:
+        fma_units_count = known[0]
+        notes.append(f"fma_units_per_core = {known[0]} from the CPU model: {known[1]}")
+    else:
+        fma_units_count = 2 if ({"fma", "avx512f", "asimd"} & flags) else 1
+        notes.append(f"fma_units_per_core not visible in cpuinfo: default {fma_units_count}"
+                     + (" (FMA-capable ISA; some parts have only 1)" if fma_units_count == 2 else ""))
 
     clock = None
     max_khz = _read(sysfs / "cpu0" / "cpufreq" / "cpuinfo_max_freq")
@@ -251,7 +260,7 @@ def detect_host(sysfs: Union[str, os.PathLike] = "/sys/devices/system/cpu",
         cores=cores,
         threads_per_core=threads_per_core,
         simd_width_bits=simd,
-        fma_units_per_core=fma_units,
+        fma_units_per_core=fma_units_count,
         vector_registers=vregs,
         clock_ghz=round(clock, 6),
         memory=tuple(levels),
