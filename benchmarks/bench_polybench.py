@@ -593,9 +593,11 @@ def make_parser() -> argparse.ArgumentParser:
                    help="kernel seconds of the gcc -O3 probe at LARGE above which a kernel is timed at MEDIUM "
                         "(20; the probe is stopped after 10x this wall time, also meaning MEDIUM)")
     p.add_argument("--skip-timing", action="store_true", help="correctness only")
-    p.add_argument("--short-runs", type=_common.at_least(int, 1, "run"), default=5,
+    # 15, not 5: a 0.2 ms kernel (jacobi-1d, durbin on a fast core) moved 6% between two runs of 5 while
+    # 21 back-to-back runs of gcc's and polytile's builds agreed to 0.1%; more runs cost ~1 s per kernel.
+    p.add_argument("--short-runs", type=_common.at_least(int, 1, "run"), default=15,
                    help=f"runs per round of a kernel whose gcc -O3 probe took under {SHORT_S * 1e3:g} ms, every "
-                        "variant alike; the round's time is their median (default 5)")
+                        "variant alike; the round's time is their median (default 15)")
     p.add_argument("--jobs", type=_common.at_least(int, 1, "job"), default=1,
                    help="optimisations, builds and correctness runs at a time (default 1; timed runs are "
                         "always one at a time)")
