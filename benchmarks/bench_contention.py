@@ -26,8 +26,12 @@ entry takes one turn; a turn is one call or, for fast kernels, enough
 back-to-back calls to last ``--min-sample``; ``--gap`` idle seconds before
 every turn), passes of ``--rounds`` rounds are repeated until every entry has
 at least ``--calls`` timed calls, and the busy processes are killed.  numpy
-runs in a worker process (``bench_all.Worker``, environment as set), polytile
-in this one, so OpenBLAS's and OpenMP's thread pools never share a process.
+runs in a worker process (``bench_all.Worker``), polytile in this one, so
+OpenBLAS's and OpenMP's thread pools never share a process.  There are two
+workers, one per ``OPENBLAS_CORETYPE`` setting (``bench_all.coretype_envs``);
+each workload is timed against the one whose numpy is faster in a quiet probe
+before the levels (5 interleaved turns each): an environment that pins
+OpenBLAS to older kernels must not set the pace.
 The levels are measured ``--trials`` times over (0, 1, 2, 0, 1, 2, ...),
 each time with fresh busy processes, because the collapse is intermittent:
 in one trial a kernel keeps its quiet speed beside a busy process, in the
@@ -62,11 +66,12 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -218,7 +223,25 @@ def measure_level_retrying(make_subjects: Callable[[], List[bench_all.Subject]],
     return kept
 
 
-def run_workload(name: str, w: bench_all.Workload, worker: bench_all.Worker, args, say, tmp: Path) -> Dict[str, Any]:
+def faster_worker(workers: Sequence[bench_all.Worker], key: str, baselines: Sequence[str], seconds: Dict[str, float],
+                  rounds: int = 5) -> Tuple[bench_all.Worker, Dict[str, float]]:
+    """The worker whose numpy is faster on ``key`` quietly (median over ``rounds`` interleaved turns of its
+    best baseline), and every worker's median: an environment that pins OpenBLAS to older kernels
+    (``OPENBLAS_CORETYPE=Haswell`` on an AVX-512 machine) must not set the pace polytile is judged by.
+    ``seconds``: one call's time per baseline (sizes each turn to ~20 ms of calls)."""
+    inner = {b: max(1, min(1000, int(0.02 / max(seconds.get(b, 0.02), 1e-6)))) for b in baselines}
+    times: Dict[Tuple[int, str], List[float]] = {}
+    for _ in range(rounds):
+        for k, wk in enumerate(workers):
+            for b in baselines:
+                times.setdefault((k, b), []).extend(wk.ask(cmd="time", key=key, baseline=b, inner=inner[b])["times"])
+    medians = {wk.label: min(statistics.median(times[(k, b)]) for b in baselines) for k, wk in enumerate(workers)}
+    best = min(range(len(workers)), key=lambda k: medians[workers[k].label])
+    return workers[best], medians
+
+
+def run_workload(name: str, w: bench_all.Workload, workers: Sequence[bench_all.Worker], args, say,
+                 tmp: Path) -> Dict[str, Any]:
     """Compile, check, then every load level; a JSON-able record with the summary per level."""
     import polytile
 
@@ -233,24 +256,35 @@ def run_workload(name: str, w: bench_all.Workload, worker: bench_all.Worker, arg
     rec["polytile_schedule"] = {"steps": [s.to_json() for s in spec.schedule.steps],
                                 "describe": spec.schedule.describe()}
     checks = {"polytile": bench_all.check(kernel(*arrays), truth)}
-    worker.ask(cmd="load", key=name, files=files)
-    for b in w.baselines:
-        out_file = str(tmp / f"{name}-out-{b}.npy")
-        worker.ask(cmd="run", key=name, baseline=b, out=out_file)
-        checks[f"numpy:{b}"] = bench_all.check(np.load(out_file), truth)
+    seconds: Dict[str, float] = {}
+    for wk in workers:
+        wk.ask(cmd="load", key=name, files=files)
+        for b in w.baselines:
+            out_file = str(tmp / f"{name}-out-{b}.npy")
+            seconds[b] = wk.ask(cmd="run", key=name, baseline=b, out=out_file)["seconds"]
+            checks[f"numpy:{b}" + ("" if wk is workers[0] else f" ({wk.label})")] = bench_all.check(np.load(out_file),
+                                                                                                  truth)
     rec["checks"] = checks
     bad = [k for k, c in checks.items() if not c["ok"]]
     if bad:
         say(f"{name}: CHECK FAILED ({', '.join(bad)}): not timed")
-        worker.ask(cmd="drop", key=name)
+        for wk in workers:
+            wk.ask(cmd="drop", key=name)
         rec["levels"] = rec["summary"] = []
         return rec
+    worker, medians = faster_worker(workers, name, w.baselines, seconds)
+    rec["numpy_core_type"] = {"chosen": worker.label, "quiet_probe_median_s": medians}
+    say(f"{name}: numpy timed with {worker.label} (quiet probe: "
+        + ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in medians.items()) + ")")
+    for wk in workers:
+        if wk is not worker:
+            wk.ask(cmd="drop", key=name)
 
     def subjects() -> List[bench_all.Subject]:
         return ([bench_all.Subject(f"numpy:{b}", worker=worker, baseline=b, key=name) for b in w.baselines]
                 + [bench_all.Subject("polytile", call=lambda: kernel(*arrays))])
 
-    ours = [os.getpid(), worker.proc.pid]
+    ours = [os.getpid()] + [wk.proc.pid for wk in workers]
     rec["idle_wait"] = wait_for_idle(ours, args.idle_threshold, args.max_wait, say)
     rec["levels"] = []
     for trial in range(args.trials):
@@ -424,16 +458,21 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     chosen = {k: w for k, w in workloads().items() if not args.only or k in args.only}
     records = []
-    worker = bench_all.Worker(Path(__file__), "numpy (environment as set)", os.environ)
+    workers = [bench_all.Worker(Path(__file__), label, env) for label, env in bench_all.coretype_envs()]
     try:
         with tempfile.TemporaryDirectory(prefix="polytile-contention-") as tmp:
             for name, w in chosen.items():
-                records.append(run_workload(name, w, worker, args, say, Path(tmp)))
+                records.append(run_workload(name, w, workers, args, say, Path(tmp)))
     finally:
-        worker.close()
+        for wk in workers:
+            wk.close()
 
-    print(f"numpy {np.__version__}, BLAS: {worker.info['blas'].get('summary')}; {os.cpu_count()} logical CPUs; "
-          "threads: " + (", ".join(f"{k}={v}" for k, v in thread_env().items() if v is not None) or "defaults"))
+    for wk in workers:
+        print(f"numpy {np.__version__} with {wk.label}, BLAS: {wk.info['blas'].get('summary')}")
+    print(f"{os.cpu_count()} logical CPUs; threads: "
+          + (", ".join(f"{k}={v}" for k, v in thread_env().items() if v is not None) or "defaults")
+          + "; numpy timed with the core type faster on each workload quietly: "
+          + ", ".join(f"{r['name']}: {r['numpy_core_type']['chosen']}" for r in records if "numpy_core_type" in r))
     print(table(records))
     print(f"busy = busy processes beside the kernels; ms = median of the medians of {args.trials} trial(s) "
           f"(min-max of all calls), >= {args.calls} calls per entry, level and trial (interleaved rounds); "
@@ -451,7 +490,8 @@ def main(argv=None) -> int:
         verdict = all(s["check_slowdown"] and s["check_ratio"] for s in accept)
         print(f"acceptance at 1 busy process: {'PASS' if verdict else 'FAIL'}")
     data = {"provenance": _common.provenance(benchmark="contention", thread_env=thread_env(),
-                                             blas=worker.info["blas"], load_average_end=bench_all.loadavg(),
+                                             blas={wk.label: wk.info["blas"] for wk in workers},
+                                             load_average_end=bench_all.loadavg(),
                                              method={"calls": args.calls, "rounds": args.rounds,
                                                      "warmup": args.warmup, "gap_s": args.gap,
                                                      "min_sample_s": args.min_sample, "loads": args.loads,

@@ -47,3 +47,32 @@ def test_faster_numpy_without_timings(bench_all):
     assert out == {"faster_numpy": None, "faster_numpy_median_s": None, "ratio_vs_faster": None}
     _, rows = bench_all.summary({"gemm": {"workloads": [_record(bench_all, 1.0, 1.0, 1.0)]}})
     assert rows[0]["verdict"] == "pass"
+
+
+def test_contention_times_numpy_with_the_faster_core_type(bench_all):
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_contention_under_test", BENCH / "bench_contention.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["bench_contention_under_test"] = mod
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(BENCH))
+        sys.modules.pop("bench_contention_under_test", None)
+
+    class FakeWorker:
+        def __init__(self, label, per_call):
+            self.label, self.per_call, self.asked = label, per_call, []
+
+        def ask(self, **req):
+            self.asked.append(req)
+            return {"times": [self.per_call[req["baseline"]]] * req["inner"]}
+
+    pinned = FakeWorker("OPENBLAS_CORETYPE=Haswell (as set)", {"matmul": 2e-3, "einsum": 3e-3})
+    own = FakeWorker("OPENBLAS_CORETYPE unset", {"matmul": 1e-3, "einsum": 4e-3})
+    chosen, medians = mod.faster_worker([pinned, own], "k", ["matmul", "einsum"], {"matmul": 1e-3, "einsum": 1e-2})
+    assert chosen is own
+    assert medians == {pinned.label: 2e-3, own.label: 1e-3}
+    # Each worker timed each baseline in every round, the turn sized to ~20 ms of calls.
+    assert [r["inner"] for r in own.asked if r["baseline"] == "matmul"] == [20] * 5
+    assert [r["inner"] for r in own.asked if r["baseline"] == "einsum"] == [2] * 5
