@@ -4,7 +4,9 @@ Generated C runs in the user's program, outside polytile's runtime, so the helpe
 ``#pragma omp parallel for`` its ``num_threads(pt_threads())`` is emitted into the file (once, at its
 top, guarded).  It follows the runtime's rule: at most ``omp_get_max_threads()`` (so ``OMP_NUM_THREADS``
 caps it), fewer when other processes keep cores busy -- busy over the last 0.1 s (``/proc/stat`` minus
-this process's CPU time) *and* runnable now (``procs_running`` minus this process's running threads);
+this process's CPU time) *and* runnable now (``procs_running`` minus this process's running threads,
+confirmed by a read of ``/proc/loadavg`` after ours: a worker of ours that stopped spinning in between is
+not a neighbour);
 with no history yet (the first region of a short program), runnable now alone, settled: when the first
 read finds other processes' threads runnable, it reads again every 0.25 ms for up to 2 ms, and at most 5%
 of the CPU time the process used so far (PolyBench's 0.4 ms jacobi-1d ran 3x slower waiting 2 ms; until two
@@ -92,6 +94,19 @@ static int pt_running_now(void)
   fclose(f);
   return running;
 }
+/* pt_others_runnable, confirmed: a worker of ours that stopped spinning after the machine's read and before
+   ours would pass for a neighbour, so a read of procs_running after ours must still find as many (ours then
+   are running - others).  The runtime's ThreadEstimate._others_now. */
+static int pt_others_now(int running)
+{
+  int others = pt_others_runnable(running), again;
+  if (others > 0 && (again = pt_running_now()) >= 0) {
+    int still = again - (running - others);
+    if (still < others)
+      others = still > 0 ? still : 0;
+  }
+  return others;
+}
 /* The first region's count of others' runnable threads, from the first read `first`.  None runnable: taken
    as it is.  Some: read again every 0.25 ms for 2 ms, or 5% of the process's CPU time so far if less
    (at most PT_SETTLE_READS reads in all; no sleep that would end later; no more reads once two in a
@@ -176,7 +191,7 @@ static int pt_threads(void)
   if (last_t >= 0.0 && ncpu > 0 && tick > 0) {
     double others = ((busy - last_busy) / tick - (own - last_own)) / (now - last_t);
     int lately = others > 0.0 ? (int)(others + 0.5) : 0;
-    int busy_now = running >= 0 ? pt_others_runnable(running) : lately;
+    int busy_now = running >= 0 ? pt_others_now(running) : lately;
     int taken = lately < busy_now ? lately : busy_now;
     last_n = ncpu - (taken > 0 ? taken : 0);
     if (last_n < 1)

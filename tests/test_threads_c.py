@@ -139,3 +139,50 @@ def test_a_quiet_machine_gives_the_first_region_every_core(real_machine):
     if cpus not in counts and cores >= 0.3:  # the five short runs themselves use a few ms
         pytest.skip(f"the machine is busy: {cores:.2f} cores ({counts})")
     assert cpus in counts, (counts, cores)
+
+
+#: Two regions' counts: the second (0.15 s later, when the test says so on stdin) takes the history path.
+TWO_CALLS = """
+int main(void)
+{
+  char line[8];
+  printf("%d\\n", pt_threads());
+  fflush(stdout);
+  if (!fgets(line, sizeof line, stdin))
+    return 1;
+  printf("%d\\n", pt_threads());
+  return 0;
+}
+"""
+
+
+def test_a_later_region_confirms_the_neighbours_it_counts(tmp_path):
+    # Between the machine's count (procs_running 4) and ours (2 of our threads in state R), one of our
+    # workers stopped spinning: /proc/loadavg, read after ours, finds only 3 running.  Of the 2 "others"
+    # only 1 is still there, so the region gets 3 of the fake's 4 CPUs, not 2.
+    fake = FakeProc(tmp_path / "proc")
+    src, exe = tmp_path / "two.c", tmp_path / "two"
+    src.write_text(THREADS_PRELUDE + TWO_CALLS)
+    subprocess.run([GCC, "-O2", "-Wall", "-Wextra", "-Werror", "-fopenmp", f'-DPT_PROC="{fake.root}"', str(src),
+                    "-o", str(exe)], check=True)
+    base = {k: v for k, v in os.environ.items() if k not in ("POLYTILE_NUM_THREADS", "OMP_NUM_THREADS")}
+
+    def second_count(later: int) -> int:
+        fake.set(1, 1)  # the first region: nobody else
+        proc = subprocess.Popen([str(exe)], env={**base, "OMP_NUM_THREADS": "8"}, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "4"
+            fake.set(4, later, own=2)
+            # Others kept the cores busy since the first region: 1000 ticks more of user time.
+            stat = fake.root / "stat"
+            stat.write_text(stat.read_text().replace("cpu  20 ", "cpu  1020 ", 1))
+            time.sleep(0.15)  # past the 0.1 s the count is kept for
+            out, _ = proc.communicate("go\n", timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        return int(out)
+
+    assert second_count(later=3) == 3  # one of the two 'others' was our own worker
+    assert second_count(later=4) == 2  # both still there: two neighbours
