@@ -108,12 +108,20 @@ static int pt_others_now(int running)
   return others;
 }
 /* The first region's count of others' runnable threads, from the first read `first`.  None runnable: taken
-   as it is.  Some: read again every 0.25 ms for 2 ms, or 5% of the process's CPU time so far if less
+   as it is.  Some: read again every 0.25 ms for 2 ms, or 5% of the process's CPU time so far or of the
+   region's estimated time if less
    (at most PT_SETTLE_READS reads in all; no sleep that would end later; no more reads once two in a
    row saw nobody), and counted only as many as a majority
    of the reads and the last one saw (min(median, last)): a shell, kworker or harness runnable at one
    instant has gone by then; a process spinning on a core is runnable at every read. */
 #define PT_SETTLE_READS 9
+/* The estimated seconds of the region about to run its first parallel loop (pt_threads_expect; < 0: not
+   known).  A wrong count costs at most about the region's time, so the settling waits at most 5% of it. */
+static double pt_expect_s = -1.0;
+static inline void pt_threads_expect(double seconds)
+{
+  pt_expect_s = seconds;
+}
 static int pt_others_settled(int first)
 {
   int seen[PT_SETTLE_READS], sorted[PT_SETTLE_READS], n = 1, quiet = 0, i, j;
@@ -122,8 +130,11 @@ static int pt_others_settled(int first)
     return 0;
   seen[0] = first;
   start = pt_seconds(CLOCK_MONOTONIC);
-  /* The wait is priced against the program's work: at most 5% of the CPU time it used to get here. */
+  /* The wait is priced against the program's work: at most 5% of the CPU time it used to get here, and of
+     the region's own estimated time when the region said it (a 3 ms kernel waited 2 ms beside a busy process). */
   span = 0.05 * pt_seconds(CLOCK_PROCESS_CPUTIME_ID);
+  if (pt_expect_s >= 0.0 && 0.05 * pt_expect_s < span)
+    span = 0.05 * pt_expect_s;
   if (span > 0.002)
     span = 0.002;
   while (n < PT_SETTLE_READS && quiet < 2 &&
@@ -209,9 +220,21 @@ static int pt_threads(void)
   last_own = own;
   return last_n < max ? last_n : max;
 }
+#else
+#define pt_threads_expect(seconds) ((void)0)
 #endif
 #endif
 """
+
+def expect_call(seconds_expr: str) -> str:
+    """The statement a region runs before its parallel loops: its estimated seconds, which bound how long
+    the first region waits for a runnable neighbour to go away (a no-op without OpenMP).
+
+    >>> expect_call("1e-3 * (double)(n)")
+    'pt_threads_expect(1e-3 * (double)(n));'
+    """
+    return f"pt_threads_expect({seconds_expr});"
+
 
 #: The clause every parallel loop of ``polytile opt`` output carries (with ``-fopenmp``).
 THREADS_CLAUSE = " num_threads(pt_threads())"

@@ -186,3 +186,45 @@ def test_a_later_region_confirms_the_neighbours_it_counts(tmp_path):
 
     assert second_count(later=3) == 3  # one of the two 'others' was our own worker
     assert second_count(later=4) == 2  # both still there: two neighbours
+
+
+#: The first region after a hint of its estimated seconds (argv[1]).
+EXPECTING = """
+int main(int argc, char **argv)
+{
+  volatile double x = 0.0;
+  while (pt_seconds(CLOCK_PROCESS_CPUTIME_ID) < 0.05)
+    x += 1.0;
+  if (argc > 1)
+    pt_threads_expect(atof(argv[1]));
+  printf("%d\\n", pt_threads());
+  return 0;
+}
+"""
+
+
+def test_a_short_region_does_not_wait_for_a_neighbour_to_go(tmp_path):
+    # A neighbour runnable at the first read only (a transient): the first region of a program that used
+    # 50 ms of CPU settles it away (2 ms of reads, 4 CPUs); one that expects to run 1 ms waits at most 5%
+    # of that (50 us: no second read) and counts it; one that expects 1 s settles as before.
+    fake = FakeProc(tmp_path / "proc")
+    src, exe = tmp_path / "expect.c", tmp_path / "expect"
+    src.write_text(THREADS_PRELUDE + EXPECTING)
+    subprocess.run([GCC, "-O2", "-Wall", "-Wextra", "-Werror", "-fopenmp", f'-DPT_PROC="{fake.root}"', str(src),
+                    "-o", str(exe)], check=True)
+    base = {k: v for k, v in os.environ.items() if k not in ("POLYTILE_NUM_THREADS", "OMP_NUM_THREADS")}
+
+    def count(*argv: str) -> int:
+        fake.set(2, 1)
+        out = subprocess.run([str(exe), *argv], env={**base, "OMP_NUM_THREADS": "8"}, capture_output=True,
+                             text=True, check=True, timeout=60)
+        return int(out.stdout)
+
+    assert count() == 4
+    assert count("1e-3") == 3
+    assert count("1.0") == 4
+    # Without OpenMP the hint is a no-op that still compiles cleanly.
+    plain = tmp_path / "plain.c"
+    plain.write_text(THREADS_PRELUDE + "int main(void) { pt_threads_expect(1e-3 * 2.0); return 0; }\n")
+    subprocess.run([GCC, "-O2", "-Wall", "-Wextra", "-Werror", str(plain), "-o", str(tmp_path / "plain")],
+                   check=True)

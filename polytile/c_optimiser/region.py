@@ -152,7 +152,7 @@ def _with_team_test(code: str, scop, s: Schedule, ranked: Schedule, machine: CMa
     t = team_mod.team(s, machine, cs.macros)
     verdict = team_mod.pays(t)
     if verdict:
-        return code
+        return team_mod.with_expectation(REGION_PRELUDE, code, t)
     original = serial_schedule(scop, s.deps)
     if stride_penalty(ranked) < stride_penalty(original):
         serial, how = team_mod.without_parallel_loops(code), "its schedule without parallel loops"

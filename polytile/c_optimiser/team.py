@@ -30,6 +30,7 @@ from typing import List, Mapping, Optional, Tuple
 
 import islpy as isl
 
+from ..codegen.c_threads import expect_call
 from ..cost.constants import EFF_SCALAR, EFF_VECTOR, FMA_LATENCY, OMP_REGION_S
 from ..cost.footprints import ops_per_instance
 from ..cost.parallel_work import with_sizes
@@ -126,13 +127,24 @@ class Team:
 
         >>> # (2.6e-10 * (double)(n <= 2 ? 0 : n - 2) * (double)(tsteps) + ...) >= 2 * (1e-4 + 3e-6 * ...)
         """
+        product = self._c_product(context)
+        saving = self.c_saving(context)
+        entries = " + ".join(product(f) for f in self.entries) or "0.0"
+        return f"({saving}) >= {PAYBACK!r} * ({TEAM_START_S!r} + {OMP_REGION_S!r} * ({entries}))"
+
+    def c_saving(self, context: isl.Set) -> str:
+        """The estimated saving as a C expression: about the seconds the parallel loops run on two threads
+        (the work halved), what the region tells the thread helper before them (:func:`expect_call`)."""
+        product = self._c_product(context)
+        return " + ".join(f"{c!r} * {product(f)}" for c, f in self.saving) or "0.0"
+
+    @staticmethod
+    def _c_product(context: isl.Set):
         build = isl.AstBuild.from_context(context)
 
         def product(factors) -> str:
             return " * ".join(f"(double)({build.expr_from_pw_aff(pa).to_C_str()})" for pa in factors) or "1.0"
-        saving = " + ".join(f"{c!r} * {product(f)}" for c, f in self.saving) or "0.0"
-        entries = " + ".join(product(f) for f in self.entries) or "0.0"
-        return f"({saving}) >= {PAYBACK!r} * ({TEAM_START_S!r} + {OMP_REGION_S!r} * ({entries}))"
+        return product
 
 
 def _parallel_dims(s: Schedule, name: str) -> List[int]:
@@ -229,4 +241,18 @@ def versioned(prelude: str, parallel: str, serial: str, t: Team, context: isl.Se
     """
     par, ser = parallel[len(prelude):], serial[len(prelude):]
     guard = f"#ifndef {TEAM_MACRO}\n#define {TEAM_MACRO}(pays) (pays)\n#endif\n"
-    return f"{prelude}{guard}if ({TEAM_MACRO}({t.c_condition(context)}))\n{par.rstrip()}\nelse\n{ser}"
+    return (f"{prelude}{guard}if ({TEAM_MACRO}({t.c_condition(context)}))\n{{\n{expect_call(t.c_saving(context))}\n"
+            f"{par.rstrip()}\n}}\nelse\n{ser}")
+
+
+def with_expectation(prelude: str, code: str, t: Optional[Team]) -> str:
+    """``code`` (starting with ``prelude``) telling the thread helper its estimated seconds first, when the
+    team's saving is a number (a region whose parallel loops pay at every size; :func:`versioned` says it
+    in the parallel copy of the others).
+
+    Before: ``<prelude>{ #pragma omp parallel for ... }``  After: ``<prelude>pt_threads_expect(0.012);\n{ ... }``
+    """
+    priced = t.value() if t is not None else None
+    if priced is None or not code.startswith(prelude):
+        return code
+    return f"{prelude}{expect_call(repr(priced[0]))}\n{code[len(prelude):]}"
