@@ -576,7 +576,8 @@ def run_workload(w: Workload, script: Path, workers: List[Worker], args, say, tm
             "untuned_median_s": ut, "tuned_median_s": tt, "tuned_gflops": _gflops(w.flops, tt),
             "tuned_peak_pct": (100 * _gflops(w.flops, tt) / peak) if tt else None,
             "tuned_vs_untuned": (ut / tt) if ut and tt else None,
-            "tuned_vs_numpy": (base_t / tt) if base_t and tt else None,
+            "tuned_vs_numpy": (rec["result"]["faster_numpy_median_s"] / tt)
+            if rec["result"]["faster_numpy_median_s"] and tt else None,  # the faster core type, as the verdicts
             "tuned_vs_default": (pt_t / tt) if pt_t and tt else None,
         })
     return rec
