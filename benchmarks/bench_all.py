@@ -79,6 +79,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 import _common
+from _cpu_tables import _f, llvm_table, result_table, tune_table
 from polytile.compare import format_table, random_inputs, spread, time_calls
 
 #: The tolerance every output is checked with: allclose(out, truth, rtol=RTOL, atol=RTOL * max|truth|).
@@ -418,10 +419,6 @@ def _gflops(flops: int, seconds: Optional[float]) -> Optional[float]:
     return None if not seconds else flops / seconds / 1e9
 
 
-def _f(x: Optional[float], fmt: str = "{:.2f}") -> str:
-    return "-" if x is None else fmt.format(x)
-
-
 def _kernel_info(kernel, arrays) -> Dict[str, Any]:
     spec = kernel.specialize(*arrays)
     return {"steps": [s.to_json() for s in spec.schedule.steps], "describe": spec.schedule.describe()}
@@ -681,50 +678,6 @@ def main(script: str, description: str, default_out: str, workloads: Callable[[A
     out = _common.write_json(args.out, data)
     print(f"wrote {out}")
     return 0
-
-
-def result_table(records: List[Dict[str, Any]], labels: Sequence[str]) -> str:
-    rows = [["workload", "shape", "numpy ms", f"numpy ms ({labels[1]})", "polytile ms", "ratio", "ratio vs faster",
-             "numpy GF/s", "GFLOP/s", "% peak", "% meas. peak", "target", "ratio of mins"]]
-    for r in records:
-        x = r["result"]
-        best = f" ({x['numpy_best']})" if len(r["baselines"]) > 1 and x["numpy_best"] else ""
-        rows.append([r["family"], r["shape"], _common.ms(x["numpy_median_s"]) + best, _common.ms(x["numpy_alt_median_s"]),
-                     _common.ms(x["polytile_median_s"]), _f(x["ratio"], "{:.2f}x"),
-                     _f(x.get("ratio_vs_faster"), "{:.2f}x"), _f(x["numpy_gflops"], "{:.1f}"),
-                     _f(x["polytile_gflops"], "{:.1f}"), _f(x["polytile_peak_pct"], "{:.1f}"),
-                     _f(x.get("polytile_measured_peak_pct"), "{:.1f}"),
-                     f">= {r['target']}x" + (f" (aim {r['aim']}x)" if r["aim"] else ""),
-                     _f(x.get("ratio_of_mins"), "{:.2f}x")])
-    return format_table(rows)
-
-
-def llvm_table(records: List[Dict[str, Any]]) -> str:
-    """The llvm target beside the openmp (gcc) one, both against numpy in the same interleaved rounds."""
-    rows = [["workload", "shape", "numpy ms", "openmp ms", "llvm ms", "openmp ratio", "llvm ratio", "llvm / openmp speed",
-             "llvm GFLOP/s"]]
-    for r in records:
-        x = r["result"]
-        rows.append([r["family"], r["shape"], _common.ms(x["numpy_median_s"]), _common.ms(x["polytile_median_s"]),
-                     _common.ms(x.get("llvm_median_s")), _f(x["ratio"], "{:.2f}x"), _f(x.get("llvm_ratio"), "{:.2f}x"),
-                     _f(x.get("llvm_vs_openmp"), "{:.2f}x"), _f(x.get("llvm_gflops"), "{:.1f}")])
-    return format_table(rows)
-
-
-def tune_table(records: List[Dict[str, Any]]) -> str:
-    rows = [["workload", "shape", "tuning s (search)", "trials ok/all", "untuned ms", "tuned ms", "tuned GF/s",
-             "% peak", "tuned/untuned", "tuned/default", "tuned kernel"]]
-    for r in records:
-        x, t = r["result"], r.get("tune")
-        if not t:
-            continue
-        rows.append([r["family"], r["shape"], f"{t['wall_s']:.1f} ({t['search_s'] or 0:.1f})",
-                     f"{t['trials_ok']}/{t['trials']}", _common.ms(x.get("untuned_median_s")),
-                     _common.ms(x.get("tuned_median_s")), _f(x.get("tuned_gflops"), "{:.1f}"),
-                     _f(x.get("tuned_peak_pct"), "{:.1f}"), _f(x.get("tuned_vs_untuned"), "{:.2f}x"),
-                     _f(x.get("tuned_vs_default"), "{:.2f}x"),
-                     "; ".join(t["best_configs"]) or "the untuned default"])
-    return format_table(rows)
 
 
 # ---------------------------------------------------------------------------

@@ -17,22 +17,27 @@ GCC = shutil.which("gcc") or shutil.which("cc")
 pytestmark = pytest.mark.skipif(GCC is None, reason="no C compiler")
 
 #: One call, as a program whose only parallel region asks for its count (syrk, syr2k), after 50 ms of
-#: work (initialising its data): the first call's wait is bounded by 5% of the CPU time used so far.
+#: work (initialising its data): the first call's wait is bounded by 5% of the CPU time used so far, and of
+#: the region's estimated seconds when argv[1] gives them.
 MAIN = """
-int main(void)
+int main(int argc, char **argv)
 {
   volatile double x = 0.0;
   while (pt_seconds(CLOCK_PROCESS_CPUTIME_ID) < 0.05)
     x += 1.0;
+  if (argc > 1) /* the region's estimated seconds, as polytile opt's regions state them */
+    pt_threads_expect(atof(argv[1]));
   printf("%d\\n", pt_threads());
   return 0;
 }
 """
 
 
-def build(tmp_path: Path, proc: str = "") -> Path:
-    src, exe = tmp_path / "first.c", tmp_path / ("first_fake" if proc else "first")
-    src.write_text(THREADS_PRELUDE + MAIN)
+def build(tmp_path: Path, proc: str = "", main: str = MAIN, name: str = "first") -> Path:
+    """``main`` after the helper, built like ``polytile opt`` output is checked (-Wall -Wextra -Werror),
+    against the fake procfs ``proc`` when given."""
+    src, exe = tmp_path / f"{name}.c", tmp_path / (f"{name}_fake" if proc else name)
+    src.write_text(THREADS_PRELUDE + main)
     flags = [f'-DPT_PROC="{proc}"'] if proc else []
     subprocess.run([GCC, "-O2", "-Wall", "-Wextra", "-Werror", "-fopenmp", *flags, str(src), "-o", str(exe)],
                    check=True)
@@ -161,10 +166,7 @@ def test_a_later_region_confirms_the_neighbours_it_counts(tmp_path):
     # workers stopped spinning: /proc/loadavg, read after ours, finds only 3 running.  Of the 2 "others"
     # only 1 is still there, so the region gets 3 of the fake's 4 CPUs, not 2.
     fake = FakeProc(tmp_path / "proc")
-    src, exe = tmp_path / "two.c", tmp_path / "two"
-    src.write_text(THREADS_PRELUDE + TWO_CALLS)
-    subprocess.run([GCC, "-O2", "-Wall", "-Wextra", "-Werror", "-fopenmp", f'-DPT_PROC="{fake.root}"', str(src),
-                    "-o", str(exe)], check=True)
+    exe = build(tmp_path, str(fake.root), TWO_CALLS, "two")
     base = {k: v for k, v in os.environ.items() if k not in ("POLYTILE_NUM_THREADS", "OMP_NUM_THREADS")}
 
     def second_count(later: int) -> int:
@@ -188,30 +190,12 @@ def test_a_later_region_confirms_the_neighbours_it_counts(tmp_path):
     assert second_count(later=4) == 2  # both still there: two neighbours
 
 
-#: The first region after a hint of its estimated seconds (argv[1]).
-EXPECTING = """
-int main(int argc, char **argv)
-{
-  volatile double x = 0.0;
-  while (pt_seconds(CLOCK_PROCESS_CPUTIME_ID) < 0.05)
-    x += 1.0;
-  if (argc > 1)
-    pt_threads_expect(atof(argv[1]));
-  printf("%d\\n", pt_threads());
-  return 0;
-}
-"""
-
-
 def test_a_short_region_does_not_wait_for_a_neighbour_to_go(tmp_path):
     # A neighbour runnable at the first read only (a transient): the first region of a program that used
     # 50 ms of CPU settles it away (2 ms of reads, 4 CPUs); one that expects to run 1 ms waits at most 5%
     # of that (50 us: no second read) and counts it; one that expects 1 s settles as before.
     fake = FakeProc(tmp_path / "proc")
-    src, exe = tmp_path / "expect.c", tmp_path / "expect"
-    src.write_text(THREADS_PRELUDE + EXPECTING)
-    subprocess.run([GCC, "-O2", "-Wall", "-Wextra", "-Werror", "-fopenmp", f'-DPT_PROC="{fake.root}"', str(src),
-                    "-o", str(exe)], check=True)
+    exe = build(tmp_path, str(fake.root))
     base = {k: v for k, v in os.environ.items() if k not in ("POLYTILE_NUM_THREADS", "OMP_NUM_THREADS")}
 
     def count(*argv: str) -> int:
