@@ -56,9 +56,10 @@ Ratios are numpy time / polytile time (> 1: polytile is faster), against the
 numpy baseline with the environment as set and, in "ratio vs faster", against
 the faster of the two core types.  The summary's verdicts use the faster one:
 an environment that pins OpenBLAS to older kernels must not flatter polytile.
-GFLOP/s count 2 flops per point of the contraction, and the percentage is of ``hardware.load("host").peak_gflops("float32")`` (at the
-nominal clock /proc/cpuinfo reports) and, in "% meas. peak", of an FMA loop
-measured on all threads at the start of the run (what the cores sustain).
+GFLOP/s count 2 flops per point of the contraction, and the percentage is of
+``hardware.load("host").peak_gflops("float32")`` (at the nominal clock
+/proc/cpuinfo reports) and, in "% meas. peak", of an FMA loop measured on all
+threads at the start of the run (what the cores sustain).
 """
 from __future__ import annotations
 
@@ -567,14 +568,14 @@ def run_workload(w: Workload, script: Path, workers: List[Worker], args, say, tm
                               "llvm_vs_openmp": (pt_t / lt) if pt_t and lt else None,
                               "llvm_min_s": min(llvm_sub.times) if llvm_sub.times else None})
     if args.tune is not None:
+        fast_t = rec["result"]["faster_numpy_median_s"]
         ut = untuned_sub.median if untuned_sub else None
         tt = tuned_sub.median if tuned_sub else None
         rec["result"].update({
             "untuned_median_s": ut, "tuned_median_s": tt, "tuned_gflops": _gflops(w.flops, tt),
             "tuned_peak_pct": (100 * _gflops(w.flops, tt) / peak) if tt else None,
             "tuned_vs_untuned": (ut / tt) if ut and tt else None,
-            "tuned_vs_numpy": (rec["result"]["faster_numpy_median_s"] / tt)
-            if rec["result"]["faster_numpy_median_s"] and tt else None,  # the faster core type, as the verdicts
+            "tuned_vs_numpy": (fast_t / tt) if fast_t and tt else None,  # the faster core type, as the verdicts
             "tuned_vs_default": (pt_t / tt) if pt_t and tt else None,
         })
     return rec

@@ -127,24 +127,20 @@ class Team:
 
         >>> # (2.6e-10 * (double)(n <= 2 ? 0 : n - 2) * (double)(tsteps) + ...) >= 2 * (1e-4 + 3e-6 * ...)
         """
-        product = self._c_product(context)
-        saving = self.c_saving(context)
-        entries = " + ".join(product(f) for f in self.entries) or "0.0"
-        return f"({saving}) >= {PAYBACK!r} * ({TEAM_START_S!r} + {OMP_REGION_S!r} * ({entries}))"
+        build = isl.AstBuild.from_context(context)
+        entries = " + ".join(_c_product(f, build) for f in self.entries) or "0.0"
+        return f"({self.c_saving(context)}) >= {PAYBACK!r} * ({TEAM_START_S!r} + {OMP_REGION_S!r} * ({entries}))"
 
     def c_saving(self, context: isl.Set) -> str:
         """The estimated saving as a C expression: about the seconds the parallel loops run on two threads
         (the work halved), what the region tells the thread helper before them (:func:`expect_call`)."""
-        product = self._c_product(context)
-        return " + ".join(f"{c!r} * {product(f)}" for c, f in self.saving) or "0.0"
-
-    @staticmethod
-    def _c_product(context: isl.Set):
         build = isl.AstBuild.from_context(context)
+        return " + ".join(f"{c!r} * {_c_product(f, build)}" for c, f in self.saving) or "0.0"
 
-        def product(factors) -> str:
-            return " * ".join(f"(double)({build.expr_from_pw_aff(pa).to_C_str()})" for pa in factors) or "1.0"
-        return product
+
+def _c_product(factors, build: isl.AstBuild) -> str:
+    """The product of the PwAffs ``factors`` as C doubles (``1.0`` for none)."""
+    return " * ".join(f"(double)({build.expr_from_pw_aff(pa).to_C_str()})" for pa in factors) or "1.0"
 
 
 def _parallel_dims(s: Schedule, name: str) -> List[int]:

@@ -177,10 +177,8 @@ def detect_host(sysfs: Union[str, os.PathLike] = "/sys/devices/system/cpu",
     else:
         simd, vregs = 256, 16
         notes.append("no CPU flags: assumed 256-bit SIMD (AVX2) with 16 vector registers")
-    known = None
     ids = cpuid_numbers(info)
-    if ids is not None:
-        known = fma_units(*ids, flags)
+    known = fma_units(*ids, flags) if ids is not None else None
     if known is not None:
         fma_units_count = known[0]
         notes.append(f"fma_units_per_core = {known[0]} from the CPU model: {known[1]}")
