@@ -624,6 +624,8 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     printer.unsafe_locals |= parts.repeated
     body = printer.node(parts.ast)
     vtypes = "".join(microkernel.vec_typedef(d, v, ctype(d)) + "\n" for d, v in sorted(printer.vector_types))
+    if printer.vector_types:
+        vtypes += microkernel.keep_macro(max(D.width(d) // 8 * v for d, v in printer.vector_types))
     helpers = "".join(str(f) + "\n\n" for f in printer.outlined)
     prelude = PRELUDE + (PACK_PRELUDE if printer.pack_buffers else "") \
         + (NAN_REDUCTION_PRELUDE if printer.nan_reductions else "")

@@ -13,7 +13,7 @@ generic loop nest.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import islpy as isl
 from llvmlite import ir
@@ -217,9 +217,25 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
         gen.notes.append(f"regtile not applied: {why}")
         return False
     b = gen.b
-    full = b.and_(b.icmp_signed("==", b.add(b.sub(iub, i0), ir.Constant(I64, 1)), ir.Constant(I64, mark.mr)),
-                  b.icmp_signed("==", b.add(b.sub(jub, j0), ir.Constant(I64, 1)), ir.Constant(I64, mark.nr)))
-    gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0), generic)
+    one = ir.Constant(I64, 1)
+    rows, cols = b.add(b.sub(iub, i0), one), b.add(b.sub(jub, j0), one)
+    full = b.and_(b.icmp_signed("==", rows, ir.Constant(I64, mark.mr)),
+                  b.icmp_signed("==", cols, ir.Constant(I64, mark.nr)))
+    if not microkernel.edge_columns_safe(plan, plan.st.body):
+        gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0), generic)
+        return True
+    # The edge block (microkernel._edge_block): rows past the edge repeat the last, columns shifted
+    # left to end at the edge, when the shifted columns stay inside every array that moves with them.
+    shifted = b.sub(jub, ir.Constant(I64, mark.nr - 1))
+    edge = b.and_(b.and_(b.icmp_signed(">=", rows, one), b.icmp_signed("<=", rows, ir.Constant(I64, mark.mr))),
+                  b.and_(b.icmp_signed(">=", cols, one), b.icmp_signed("<=", cols, ir.Constant(I64, mark.nr))))
+    body = plan.st.body
+    for ld in [B.Load(body.array, tuple(body.index), plan.dtype)] + plan.per_v + plan.per_rv:
+        e = gen.body.as_type(ld.index[-1], "int64", {**env, mark.rows: i0, mark.cols: shifted})
+        edge = b.and_(edge, b.icmp_signed(">=", e, ir.Constant(I64, 0)))
+    gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0),
+             lambda: gen.when(edge, lambda: _fast(gen, plan, mark, env, i0, shifted, (rows, b.sub(j0, shifted))),
+                              generic))
     return True
 
 
@@ -247,8 +263,13 @@ def _check_vectorisable(n: B.Node, dtype: str) -> None:
     raise microkernel.Fallback(f"cannot vectorise {type(n).__name__}")
 
 
-def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], i0: ir.Value, j0: ir.Value) -> None:
-    """A full ``MR x NR`` block: accumulators loaded, the reduction loops, accumulators stored."""
+def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], i0: ir.Value, j0: ir.Value,
+          edge: Optional[Tuple[ir.Value, ir.Value]] = None) -> None:
+    """A full ``MR x NR`` block: accumulators loaded, the reduction loops, accumulators stored.
+
+    With ``edge = (rows, off)`` an edge block (:func:`.microkernel._edge_block`): ``j0`` is the shifted
+    first column, row ``r`` reads row ``min(r, rows - 1)``, and the accumulators go through a small
+    array so that only rows ``< rows`` and columns ``>= off`` of the output are read and written."""
     iname, jname, MR, NR, V = mark.rows, mark.cols, mark.mr, mark.nr, mark.lanes
     NV = NR // V
     body, dtype = plan.st.body, plan.dtype
@@ -256,21 +277,38 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
     vt = ir.VectorType(scalar, V)
     align = D.width(dtype) // 8
     isf = dtype in ("float32", "float64")
+    b = gen.b
+    if edge is None:
+        row = [ir.Constant(I64, r) for r in range(MR)]
+    else:
+        last = b.sub(edge[0], ir.Constant(I64, 1))
+        row = [b.select(b.icmp_signed("<", ir.Constant(I64, r), edge[0]), ir.Constant(I64, r), last) for r in range(MR)]
 
     def at(r: int, v: int) -> Dict[str, ir.Value]:
+        """Where accumulator (r, v) lies (r past MR: the next block's rows, for the prefetch)."""
         b = gen.b
-        return {**env, iname: b.add(i0, ir.Constant(I64, r)), jname: b.add(j0, ir.Constant(I64, v * V))}
+        return {**env, iname: b.add(i0, row[r] if r < MR else ir.Constant(I64, r)),
+                jname: b.add(j0, ir.Constant(I64, v * V))}
 
     def vload(ptr):
         return gen.b.load(gen.b.bitcast(ptr, vt.as_pointer()), align=align)
 
     acc = [[gen.alloca(vt) for _ in range(NV)] for _ in range(MR)]
-    out_ptr = [[gen.body.access(body.array, body.index, at(r, v)) for v in range(NV)] for r in range(MR)]
-    for r in range(MR):
-        for v in range(NV):
-            gen.b.store(vload(out_ptr[r][v]), acc[r][v])
-    _prefetch_next_block(gen, body, MR, NR, V, at, iname)
+    if edge is None:
+        out_ptr = [[gen.body.access(body.array, body.index, at(r, v)) for v in range(NV)] for r in range(MR)]
+        for r in range(MR):
+            for v in range(NV):
+                gen.b.store(vload(out_ptr[r][v]), acc[r][v])
+        _prefetch_next_block(gen, body, MR, NR, V, at, iname)
+    else:
+        cells = gen.alloca(scalar, MR * NR)
+        _edge_cells(gen, body, env, iname, jname, i0, j0, row, cells, edge[1], MR, NR, load=True)
+        for r in range(MR):
+            for v in range(NV):
+                gen.b.store(vload(gen.b.gep(cells, [ir.Constant(I64, r * NR + v * V)])), acc[r][v])
     packed = microkernel.packed_loads(gen.packed, plan.per_r, plan.per_v, iname, jname, MR, NR, plan.red_iters)
+    if edge is not None:  # shifted columns are not on the packed slivers' boundaries
+        packed = {ld: pk for ld, pk in packed.items() if pk.it == iname}
     bases: Dict[B.Load, ir.Value] = {}
     aligned = ir.Constant(I1, 1)
     for ld, pk in packed.items():
@@ -286,7 +324,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         one = b.insert_element(ir.Constant(vt, ir.Undefined), x, ir.Constant(I32, 0))
         return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, V), [0] * V))
 
-    def packed_address(ld: B.Load, lane: int, inner_env) -> ir.Value:
+    def packed_address(ld: B.Load, lane, inner_env) -> ir.Value:
         """``buf[(q / block) * block_stride + inner_offset(t) + lane]`` (see microkernel._PackedLoad)."""
         b = gen.b
         pk = packed[ld]
@@ -295,7 +333,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         t = [b.sub(gen.body.as_type(e, "int64", inner_env), vals[pk.buf.origin(d)]) if d != pk.buf.dim
              else None for d, e in enumerate(ld.index)]
         off = b.mul(b.sdiv(bases[ld], ir.Constant(I64, pk.buf.block)), ir.Constant(I64, pk.buf.block_stride))
-        off = b.add(b.add(off, _offset(gen, pk.buf, t)), ir.Constant(I64, lane))
+        off = b.add(b.add(off, _offset(gen, pk.buf, t)), ir.Constant(I64, lane) if isinstance(lane, int) else lane)
         return b.gep(vals[pk.buf.name], [off], inbounds=True)
 
     def inner_body(use_packs: bool, inner_env) -> None:
@@ -314,7 +352,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         for r in range(MR):
             for ld in plan.per_r:
                 if use_packs and ld in packed:
-                    ptr = packed_address(ld, r, inner_env)
+                    ptr = packed_address(ld, row[r], inner_env)
                 else:
                     ptr = gen.body.access(ld.array, ld.index, {**inner_env, **_shift(gen, at(r, 0), iname, jname)})
                 values[(ld, r, 0)] = splat(gen.body.load_elem(ptr, ld.dtype))
@@ -364,9 +402,41 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         gen.when(aligned, lambda: reduction_loops(True), lambda: reduction_loops(False))
     else:
         reduction_loops(False)
+    if edge is None:
+        for r in range(MR):
+            for v in range(NV):
+                gen.b.store(gen.b.load(acc[r][v]), gen.b.bitcast(out_ptr[r][v], vt.as_pointer()), align=align)
+        return
     for r in range(MR):
         for v in range(NV):
-            gen.b.store(gen.b.load(acc[r][v]), gen.b.bitcast(out_ptr[r][v], vt.as_pointer()), align=align)
+            gen.b.store(gen.b.load(acc[r][v]), gen.b.bitcast(gen.b.gep(cells, [ir.Constant(I64, r * NR + v * V)]),
+                                                             vt.as_pointer()), align=align)
+    _edge_cells(gen, body, env, iname, jname, i0, j0, row, cells, edge[1], MR, NR, load=False, rows=edge[0])
+
+
+def _edge_cells(gen, body, env, iname: str, jname: str, i0, j0, row, cells, off, MR: int, NR: int, *,
+                load: bool, rows=None) -> None:
+    """An edge block's accumulator array ``cells`` (``MR x NR``) from the output (``load``: columns
+    ``< off`` zero, row ``r`` from row ``row[r]``) or back to it (rows ``< rows``, columns ``>= off``):
+    only the block's own cells of the output are read or written."""
+    dtype = gen.arrays[body.array].dtype
+    scalar = cells.type.pointee
+    for r in range(MR):
+        def column(c, r=r):
+            b = gen.b
+            slot = b.gep(cells, [b.add(ir.Constant(I64, r * NR), c)])
+            ptr = gen.body.access(body.array, body.index, {**env, iname: b.add(i0, row[r]), jname: b.add(j0, c)})
+            if load:
+                b.store(gen.body.load_elem(ptr, dtype), slot)
+            else:
+                gen.body.store_elem(b.load(slot), ptr, dtype)
+        if load:
+            for c in range(NR):
+                gen.b.store(ir.Constant(scalar, 0), gen.b.gep(cells, [ir.Constant(I64, r * NR + c)]))
+            gen.loop(off, ir.Constant(I64, NR), column)
+        else:
+            gen.when(gen.b.icmp_signed("<", ir.Constant(I64, r), rows),
+                     lambda r=r: gen.loop(off, ir.Constant(I64, NR), lambda c: column(c, r)))
 
 
 def _prefetch_next_block(gen, body, MR: int, NR: int, V: int, at, iname: str) -> None:

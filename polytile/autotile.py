@@ -584,15 +584,18 @@ def structure_key(s: Schedule, cfg: TileConfig) -> Tuple:
 
 def _full_blocks_key(s: Schedule, cfg: TileConfig) -> float:
     """The first entry of :func:`structure_key` (cheap: no packing plan)."""
-    from .cost import _regtile_fraction
+    from .cost.nest import edge_blocks, regtile_parts
 
     r = roles(s, cfg.stmt)
     if r is None:
         return 0.0
     full = 1.0
     if cfg.regtile:
-        full = (_regtile_fraction(r.extents[r.i], cfg.mc, cfg.mr)
-                * _regtile_fraction(r.extents[r.j], cfg.nc, cfg.nr))
+        E = r.extents
+        weight, plain = regtile_parts((E[r.i], cfg.mc, cfg.mr), (E[r.j], cfg.nc, cfg.nr), "vector", cfg.lanes,
+                                      edge_blocks(s.scop.statement(r.stmt), E[r.j], cfg.nr))
+        # Edge blocks run the micro-kernel: what counts is the share of its work that is not thrown away.
+        full = weight if plain else 1.0 / weight
     return -round(full, 2)
 
 

@@ -21,6 +21,7 @@ import pytest
 import polytile
 import polytile.pipeline  # noqa: F401  (makes polytile.schedule callable)
 from polytile import autotile, cost
+from polytile.cost import nest
 from polytile.hardware import load
 from polytile.poly import body as B
 
@@ -284,10 +285,21 @@ def test_untiled_orders(mm, hw):
 
 
 def test_partial_register_blocks_cost(hw):
-    s = sched(EXAMPLES / "matmul.tile", "M=250,N=256,K=256")
-    full = cost.predict_config(s, cfg(s, mr=5, mc=50), hw)      # 250 = 50 * 5: every block full
-    part = cost.predict_config(s, cfg(s, mr=6, mc=48), hw)      # 250 = 41 * 6 + 4: partial blocks
-    assert part.compute_s > full.compute_s
+    """A Tile kernel's partial blocks run the micro-kernel's edge block at a whole block's cost: 250
+    rows in 6-row blocks cost what 252 do.  C statements' blocks have no edge block: there the
+    leftover runs the plain loops, priced at their own (lower) rate."""
+    part = sched(EXAMPLES / "matmul.tile", "M=250,N=256,K=256")   # 250 = 41 * 6 + 4: partial blocks
+    whole = sched(EXAMPLES / "matmul.tile", "M=252,N=256,K=256")  # 252 = 42 * 6
+    # (serial: the parallel split of 250 and 252 rows into 48-row tiles differs by a few rows)
+    a = cost.predict_config(part, cfg(part, mr=6, mc=48, parallel=None), hw)
+    b = cost.predict_config(whole, cfg(whole, mr=6, mc=48, parallel=None), hw)
+    assert a.compute_s == pytest.approx(b.compute_s, rel=1e-9)
+    weight, plain = nest.regtile_parts((250, 48, 6), (256, 128, 16), "vector", 8, True)
+    assert weight == pytest.approx(252 / 250) and plain == []
+    full, plain = nest.regtile_parts((250, 48, 6), (256, 128, 16), "vector", 8, False)
+    assert full == pytest.approx(246 / 250) and plain[1][0] == pytest.approx(4 / 250)
+    st = part.scop.statement("S0")
+    assert nest.edge_blocks(st, 256, 16) and not nest.edge_blocks(st, 8, 16)
 
 
 def test_conv2d_parallel_loop_with_one_iteration(hw):

@@ -97,6 +97,53 @@ def _regtile_fraction(extent: int, outer: int, block: int) -> float:
     return rows / extent
 
 
+def _block_cost(extent: int, outer: int, block: int) -> float:
+    """Blocks along one axis times their width, per point of the axis, when tiles of ``outer`` cut
+    ``extent`` points into ``block``-blocks and a partial block costs a whole one (1.0: no partial blocks).
+
+    >>> _block_cost(1024, 256, 8), _block_cost(1020, 256, 8)   # 128 blocks; 128 blocks for 1020 rows
+    (1.0, 1.003921568627451)
+    """
+    if extent <= 0 or block <= 0:
+        return 1.0
+    outer = max(block, min(outer, extent))
+    full_tiles, rem = divmod(extent, outer)
+    blocks = full_tiles * -(-outer // block) + -(-rem // block)
+    return blocks * block / extent
+
+
+def regtile_parts(rows: Tuple[int, int, int], cols: Tuple[int, int, int], kind: str, vec: int,
+                  edges: bool) -> Tuple[float, list]:
+    """``(full, plain)`` of a register tile: the instances' weight at the micro-kernel's rate and the
+    plain-loop parts ``(fraction, kind, innermost trips, vector chains)``, given ``(extent, tile, block)``
+    of the row and the column axis.
+
+    With ``edges`` (a Tile kernel's micro-kernel: :func:`polytile.codegen.microkernel._edge_block`) a
+    partial block runs the micro-kernel at a full block's cost, so the weight counts every block
+    whole; otherwise (C statements' blocks) partial blocks run the plain loops: columns left over at
+    the end of each column tile, and rows left over in full-width column blocks.
+
+    >>> regtile_parts((1020, 256, 8), (1024, 512, 32), "vector", 16, True)
+    (1.003921568627451, [])
+    """
+    (ei, oi, mr), (ej, oj, nr) = rows, cols
+    if edges:
+        return _block_cost(ei, oi, mr) * _block_cost(ej, oj, nr), []
+    f_i, rem_i = _regtile_fraction(ei, oi, mr), _leftover(min(oi, ei), mr)
+    f_j, rem_j = _regtile_fraction(ej, oj, nr), _leftover(min(oj, ej), nr)
+    return f_i * f_j, [(1 - f_j, kind, float(rem_j), mr * rem_j / vec),
+                       (f_j * (1 - f_i), kind, float(nr), rem_i * nr / vec)]
+
+
+def edge_blocks(st: Statement, cols_extent: int, nr: int) -> bool:
+    """Whether a register tile of ``st`` runs its partial blocks in the micro-kernel: a Tile
+    statement (C statements' blocks have no edge kernel), at least one full column block (the
+    edge block shifts its columns left by up to ``nr - 1``), and a value that reads no cell of the
+    array it writes (the shifted columns are computed and thrown away)."""
+    return (st.c_text is None and cols_extent >= nr
+            and all(ld.array != st.body.array for ld in B.loads(st.body.value)))
+
+
 # ---------------------------------------------------------------------------
 # The nest of any schedule (predict): tiles from the time maps with isl
 # ---------------------------------------------------------------------------
@@ -212,11 +259,9 @@ def _stmt_nest(s, name: str, hw) -> Optional[_Nest]:
         regtile = (mr, nr, lanes)
         # Each block loop's iterator is cut into tiles (the next-wider width among the tiles'
         # extents of it, e.g. mc) and those into blocks; partial blocks run the plain loops.
-        (f_i, rem_i), (f_j, rem_j) = ((1.0, 0) if it == NO_LOOP else _block_split(info, st, tiles, it, b)
-                                      for it, b in ((ri, mr), (rj, nr)))
-        full = f_i * f_j
-        plain = [(1 - f_j, kind, float(rem_j), mr * rem_j / vec),
-                 (f_j * (1 - f_i), kind, float(nr), rem_i * nr / vec)]
+        axes = [(1, 1, b) if it == NO_LOOP else _block_axis(info, st, tiles, it, b) for it, b in ((ri, mr), (rj, nr))]
+        full, plain = regtile_parts(axes[0], axes[1], kind, vec,
+                                    NO_LOOP not in (ri, rj) and edge_blocks(st, axes[1][0], nr))
     memo: Dict[tuple, int] = {}
 
     def sets_of(l: int, a: str, lb: int, n: int) -> int:
@@ -247,13 +292,19 @@ def _width(tile: isl.Set, k: int) -> int:
 
 def _block_split(info: _StmtInfo, st: Statement, tiles: Sequence[isl.Set], it: str, block: int) -> Tuple[float, int]:
     """(fraction of ``it``'s extent in full ``block``-blocks, width of the blocks left over)."""
+    ext, outer, _ = _block_axis(info, st, tiles, it, block)
+    return _regtile_fraction(ext, outer, block), _leftover(outer, block)
+
+
+def _block_axis(info: _StmtInfo, st: Statement, tiles: Sequence[isl.Set], it: str, block: int) -> Tuple[int, int, int]:
+    """``(extent, tile width, block)`` of the block loop ``it`` (the next-wider width among the tiles'
+    extents of it, e.g. mc); ``(block, block, block)``, one full block, when ``it`` is not the statement's."""
     if it not in st.iters or it not in info.extent:
-        return 1.0, block
+        return block, block, block
     k = st.iters.index(it)
     ext = info.extent[it]
     widths = {_width(t, k) for t in tiles}
-    outer = min((w for w in widths if w > block), default=ext)
-    return _regtile_fraction(ext, outer, block), _leftover(outer, block)
+    return ext, min((w for w in widths if w > block), default=ext), block
 
 
 def _varies(tile: isl.Set, d: int) -> bool:

@@ -6,7 +6,7 @@ from typing import List, Tuple
 from ..hardware import CPUDescriptor, HardwareError
 from ..poly import body as B
 from .footprints import _box_sets_one, _conflict_levels, _info, _line_bytes, box_footprints
-from .nest import _classify_innermost, _leftover, _regtile_fraction, _stmt_dtype, _stmt_nest
+from .nest import _classify_innermost, _leftover, _regtile_fraction, _stmt_dtype, _stmt_nest, edge_blocks, regtile_parts
 from .roofline import Prediction, _Nest, _chains, _evaluate, _plain_lanes, compute_bound
 
 # ---------------------------------------------------------------------------
@@ -88,13 +88,8 @@ def _config_nest(s, cfg, hw, *, footprints: bool) -> _Nest:
     trips = [l[3] for l in loops]
     if cfg.regtile:
         regtile = (cfg.mr, cfg.nr, cfg.lanes)
-        f_i, rem_i = _regtile_fraction(E[cfg.i], mc, cfg.mr), _leftover(mc, cfg.mr)
-        f_j, rem_j = _regtile_fraction(E[cfg.j], nc, cfg.nr), _leftover(nc, cfg.nr)
-        full = f_i * f_j
-        # Partial blocks run the plain loops (k, rows, columns): columns left over at the
-        # end of each j-tile, and rows left over in full-width column blocks.
-        plain = [(1 - f_j, kind, float(rem_j), cfg.mr * rem_j / vec),
-                 (f_j * (1 - f_i), kind, float(cfg.nr), rem_i * cfg.nr / vec)]
+        full, plain = regtile_parts((E[cfg.i], mc, cfg.mr), (E[cfg.j], nc, cfg.nr), kind, vec,
+                                    edge_blocks(st, E[cfg.j], cfg.nr))
     else:
         # The j loop runs nr iterations in full column blocks and the leftover of each nc-tile
         # in the last one.

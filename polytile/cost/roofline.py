@@ -57,7 +57,7 @@ class _Nest:
     dtype: str
     parallel: Optional[int] = None  # depth of the parallel loop
     regtile: Optional[Tuple[int, int, int]] = None  # (mr, nr, lanes)
-    full_fraction: float = 1.0  # of the instances in full register blocks
+    full_fraction: float = 1.0  # instances at the micro-kernel rate (partial blocks it runs count whole)
     # The plain (not register-blocked) code: (fraction of the instances, kind, iterations of its
     # innermost loop, independent vector updates per reduction step); kind is "vector",
     # "reduction" or "scalar".  A regtile nest's partial blocks are plain code.
@@ -186,7 +186,8 @@ def _compute_time(nest: _Nest, hw, speedup: float, threads: int, regions: float,
         eff = _kernel_efficiency(nest.regtile, hw)
         compute += nest.flops * f / (peak * eff)
         if notes is not None:
-            notes.append(f"regtile {nest.regtile[0]}x{nest.regtile[1]}: {100 * f:.0f}% of instances in full blocks, "
+            # Above 100% when partial blocks run the micro-kernel at a full block's cost (cost.nest.regtile_parts).
+            notes.append(f"regtile {nest.regtile[0]}x{nest.regtile[1]}: {100 * f:.0f}% of instances' work at its rate, "
                          f"kernel at {100 * eff:.0f}% of peak")
     for frac, kind, inner, chains in nest.plain:
         if frac <= 0:
