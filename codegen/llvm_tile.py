@@ -307,17 +307,22 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
             for v in range(NV):
                 gen.b.store(vload(gen.b.gep(cells, [ir.Constant(I64, r * NR + v * V)])), acc[r][v])
     packed = microkernel.packed_loads(gen.packed, plan.per_r, plan.per_v, iname, jname, MR, NR, plan.red_iters)
-    if edge is not None:  # shifted columns are not on the packed slivers' boundaries
-        packed = {ld: pk for ld, pk in packed.items() if pk.it == iname}
     bases: Dict[B.Load, ir.Value] = {}
-    aligned = ir.Constant(I1, 1)
+    aligned = aligned_rows = ir.Constant(I1, 1)
     for ld, pk in packed.items():
         b = gen.b
         start = {iname: i0, jname: j0}[pk.it]
         pos = gen.body.as_type(ld.index[pk.axis], "int64", {**env, pk.it: start})
         q = b.sub(pos, gen.frame.vals[pk.buf.origin(pk.axis)])
         bases[ld] = q
-        aligned = b.and_(aligned, b.icmp_signed("==", b.srem(q, ir.Constant(I64, pk.buf.block)), ir.Constant(I64, 0)))
+        on = b.icmp_signed("==", b.srem(q, ir.Constant(I64, pk.buf.block)), ir.Constant(I64, 0))
+        aligned = b.and_(aligned, on)
+        if pk.it == iname:
+            aligned_rows = b.and_(aligned_rows, on)
+    if edge is not None:
+        # Shifted columns straddle two packed slivers: an edge block's columns use theirs only unshifted
+        # (rows alone left over), its rows whenever they start on one (microkernel._edge_block).
+        aligned = gen.b.and_(aligned, gen.b.icmp_signed("==", edge[1], ir.Constant(I64, 0)))
 
     def splat(x: ir.Value) -> ir.Value:
         b = gen.b
@@ -336,7 +341,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         off = b.add(b.add(off, _offset(gen, pk.buf, t)), ir.Constant(I64, lane) if isinstance(lane, int) else lane)
         return b.gep(vals[pk.buf.name], [off], inbounds=True)
 
-    def inner_body(use_packs: bool, inner_env) -> None:
+    def inner_body(use_packs: bool, inner_env, pack_cols: bool = True) -> None:
         b = gen.b
         values: Dict[Tuple[B.Load, int, int], ir.Value] = {}
         for ld in plan.per_k:
@@ -344,7 +349,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
             values[(ld, 0, 0)] = splat(x)
         for v in range(NV):
             for ld in plan.per_v:
-                if use_packs and ld in packed:
+                if use_packs and pack_cols and ld in packed:
                     ptr = packed_address(ld, v * V, inner_env)
                 else:
                     ptr = gen.body.access(ld.array, ld.index, {**inner_env, **_shift(gen, at(0, v), iname, jname)})
@@ -368,14 +373,14 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
                     a = b.fmul(a, x, flags=FP) if isf else b.mul(a, x)
                 b.store(a, acc[r][v])
 
-    def reduction_loops(use_packs: bool) -> None:
+    def reduction_loops(use_packs: bool, pack_cols: bool = True) -> None:
         def level(i: int) -> None:
             if i == len(plan.red_loops):
                 inner_env = dict(env)
                 for k, name in enumerate(plan.st.iters):
                     if name not in (iname, jname) and plan.uses_red(plan.args[name]):
                         inner_env[name] = gen.aexpr(plan.call.op_get_arg(k + 1))
-                inner_body(use_packs, inner_env)
+                inner_body(use_packs, inner_env, pack_cols)
                 return
             node, it = plan.red_loops[i][0], plan.red_loops[i][1]
             cond = node.for_get_cond()
@@ -398,10 +403,20 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
                 vals[it] = saved
         level(0)
 
-    if packed:
+    if not packed:
+        reduction_loops(False)
+    elif edge is None:
         gen.when(aligned, lambda: reduction_loops(True), lambda: reduction_loops(False))
     else:
-        reduction_loops(False)
+        def rows_only() -> None:
+            if any(pk.it == iname for pk in packed.values()):
+                gen.when(aligned_rows, lambda: reduction_loops(True, False), lambda: reduction_loops(False))
+            else:
+                reduction_loops(False)
+        if any(pk.it != iname for pk in packed.values()):
+            gen.when(aligned, lambda: reduction_loops(True), rows_only)
+        else:
+            rows_only()
     if edge is None:
         for r in range(MR):
             for v in range(NV):

@@ -374,15 +374,21 @@ def _edge_block(printer, plan: Plan, mark: RegTile, reduction_loop, packed, oute
         f"for (long pt_ec = 0; pt_ec < {NR}; pt_ec++) pt_et[pt_er][pt_ec] = pt_ec < pt_eoff ? ({ct})0 : {cell}; }}",
     ]
     lines += [f"{vt} acc_{r}_{v} = *({vt} *)&pt_et[{r}][{v * V}];" for r in range(MR) for v in range(NV)]
-    row_packs = {ld: pk for ld, pk in packed.items() if pk.it == iname}
+    row_packs = [pk for pk in packed.values() if pk.it == iname]
     pre = [cgen.Line(x) for x in lines]
+    loop = reduction_loop(False, rows, False)
     if row_packs:
-        pre += [cgen.Line(x) for pk in row_packs.values() for x in pk.bases(bp)]
-        aligned = " && ".join(pk.aligned() for pk in row_packs.values())
-        loop = cgen.If(aligned, cgen.Block([reduction_loop(True, rows, False)]),
-                       cgen.Block([reduction_loop(False, rows, False)]))
-    else:
-        loop = reduction_loop(False, rows, False)
+        # Rows read their packed slivers when the block starts on one (as a full block's do).
+        pre += [cgen.Line(x) for pk in packed.values() for x in pk.bases(bp)]
+        loop = cgen.If(" && ".join(pk.aligned() for pk in row_packs),
+                       cgen.Block([reduction_loop(True, rows, False)]), cgen.Block([loop]))
+    if len(row_packs) < len(packed):
+        # Columns too when they are not shifted (rows alone left over: the common edge): there the block's
+        # columns are a full one's, on the packed slivers' boundaries; the shifted ones straddle two.
+        if not row_packs:
+            pre += [cgen.Line(x) for pk in packed.values() for x in pk.bases(bp)]
+        loop = cgen.If("pt_eoff == 0 && " + " && ".join(pk.aligned() for pk in packed.values()),
+                       cgen.Block([reduction_loop(True, rows, True)]), cgen.Block([loop]))
     post = [cgen.Line(f"*({vt} *)&pt_et[{r}][{v * V}] = acc_{r}_{v};") for r in range(MR) for v in range(NV)]
     post.append(cgen.Line(
         f"for (long pt_er = 0; pt_er < pt_erows; pt_er++) {{ const long pt_err = pt_er; "

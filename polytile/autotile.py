@@ -594,8 +594,11 @@ def _full_blocks_key(s: Schedule, cfg: TileConfig) -> float:
         E = r.extents
         weight, plain = regtile_parts((E[r.i], cfg.mc, cfg.mr), (E[r.j], cfg.nc, cfg.nr), "vector", cfg.lanes,
                                       edge_blocks(s.scop.statement(r.stmt), E[r.j], cfg.nr))
-        # Edge blocks run the micro-kernel: what counts is the share of its work that is not thrown away.
-        full = weight if plain else 1.0 / weight
+        if not plain:
+            # Edge blocks run the micro-kernel: what counts is the share of its work not thrown away, to
+            # a thousandth (the time prediction already has it, within the ranking's TIE).
+            return -round(1.0 / weight, 3)
+        full = weight
     return -round(full, 2)
 
 
