@@ -6,8 +6,10 @@ loads read a packed buffer, and :mod:`.pack` computes footprints and the blocked
 
 A register tile's ``MR x NR/V`` accumulators are ``<V x T>`` values (kept in ``alloca`` slots that
 LLVM's SROA turns into registers); loads varying along the columns are unaligned vector loads, those
-varying along the rows are scalars broadcast to every lane.  Partial blocks at the edges run the
-generic loop nest.
+varying along the rows are scalars broadcast to every lane.  A full block sums its segment from the
+reduction's identity and adds it to the output once (:func:`.microkernel.segment_sum`); partial blocks
+at the edges run the micro-kernel as edge blocks (:func:`.microkernel._edge_block`), or the generic
+loop nest where that cannot be.
 
     >>> # regtile(gen, inner, RegTile(1, "i", 8, "j", 32, 16), generic) -> True when emitted
 """
@@ -221,7 +223,7 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
     rows, cols = b.add(b.sub(iub, i0), one), b.add(b.sub(jub, j0), one)
     full = b.and_(b.icmp_signed("==", rows, ir.Constant(I64, mark.mr)),
                   b.icmp_signed("==", cols, ir.Constant(I64, mark.nr)))
-    if not microkernel.edge_columns_safe(plan, plan.st.body):
+    if microkernel.reads_output(plan):
         gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0), generic)
         return True
     # The edge block (microkernel._edge_block): rows past the edge repeat the last, columns shifted
@@ -294,11 +296,13 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         return gen.b.load(gen.b.bitcast(ptr, vt.as_pointer()), align=align)
 
     acc = [[gen.alloca(vt) for _ in range(NV)] for _ in range(MR)]
+    segment = edge is None and microkernel.segment_sum(plan)
     if edge is None:
         out_ptr = [[gen.body.access(body.array, body.index, at(r, v)) for v in range(NV)] for r in range(MR)]
+        start = ir.Constant(vt, [ir.Constant(scalar, 0 if body.reduce == "+" else 1)] * V) if segment else None
         for r in range(MR):
             for v in range(NV):
-                gen.b.store(vload(out_ptr[r][v]), acc[r][v])
+                gen.b.store(start if segment else vload(out_ptr[r][v]), acc[r][v])
         _prefetch_next_block(gen, body, MR, NR, V, at, iname)
     else:
         cells = gen.alloca(scalar, MR * NR)
@@ -323,6 +327,13 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         # Shifted columns straddle two packed slivers: an edge block's columns use theirs only unshifted
         # (rows alone left over), its rows whenever they start on one (microkernel._edge_block).
         aligned = gen.b.and_(aligned, gen.b.icmp_signed("==", edge[1], ir.Constant(I64, 0)))
+
+    def combine(a: ir.Value, x: ir.Value) -> ir.Value:
+        """``a`` reduced with ``x`` (the statement's + or *)."""
+        b = gen.b
+        if body.reduce == "+":
+            return b.fadd(a, x, flags=FP) if isf else b.add(a, x)
+        return b.fmul(a, x, flags=FP) if isf else b.mul(a, x)
 
     def splat(x: ir.Value) -> ir.Value:
         b = gen.b
@@ -366,12 +377,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
                     ptr = gen.body.access(ld.array, ld.index, {**inner_env, **_shift(gen, at(r, v), iname, jname)})
                     values[(ld, r, v)] = vload(ptr)
                 x = _vexpr(gen, body.value, plan, values, r, v, splat, isf)
-                a = b.load(acc[r][v])
-                if body.reduce == "+":
-                    a = b.fadd(a, x, flags=FP) if isf else b.add(a, x)
-                else:
-                    a = b.fmul(a, x, flags=FP) if isf else b.mul(a, x)
-                b.store(a, acc[r][v])
+                b.store(combine(b.load(acc[r][v]), x), acc[r][v])
 
     def reduction_loops(use_packs: bool, pack_cols: bool = True) -> None:
         def level(i: int) -> None:
@@ -420,7 +426,10 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
     if edge is None:
         for r in range(MR):
             for v in range(NV):
-                gen.b.store(gen.b.load(acc[r][v]), gen.b.bitcast(out_ptr[r][v], vt.as_pointer()), align=align)
+                value = gen.b.load(acc[r][v])
+                if segment:
+                    value = combine(vload(out_ptr[r][v]), value)
+                gen.b.store(value, gen.b.bitcast(out_ptr[r][v], vt.as_pointer()), align=align)
         return
     for r in range(MR):
         for v in range(NV):
