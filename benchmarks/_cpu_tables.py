@@ -32,6 +32,20 @@ def result_table(records: List[Dict[str, Any]], labels: Sequence[str]) -> str:
     return format_table(rows)
 
 
+def spread_table(records: List[Dict[str, Any]]) -> str:
+    """Every timed subject's calls: how many, their median and their min-max (issue 14 asks for the
+    batched kernel's min-max over 20 calls or more; shown for every row).
+
+    >>> # spread_table(records) -> "workload  shape  timed  calls  median ms  min ms  max ms ..."
+    """
+    rows = [["workload", "shape", "timed", "calls", "median ms", "min ms", "max ms"]]
+    for r in records:
+        for name, t in r.get("timings", {}).items():
+            rows.append([r["family"], r["shape"], name, str(t.get("runs", "-")), _common.ms(t.get("median_s")),
+                         _common.ms(t.get("min_s")), _common.ms(t.get("max_s"))])
+    return format_table(rows)
+
+
 def llvm_table(records: List[Dict[str, Any]]) -> str:
     """The llvm target beside the openmp (gcc) one, both against numpy in the same interleaved rounds."""
     rows = [["workload", "shape", "numpy ms", "openmp ms", "llvm ms", "openmp ratio", "llvm ratio", "llvm / openmp speed",

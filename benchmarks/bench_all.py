@@ -80,7 +80,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 import _common
-from _cpu_tables import _f, llvm_table, result_table, tune_table
+from _cpu_tables import _f, llvm_table, result_table, spread_table, tune_table
 from polytile.compare import format_table, random_inputs, spread, time_calls
 
 #: The tolerance every output is checked with: allclose(out, truth, rtol=RTOL, atol=RTOL * max|truth|).
@@ -642,6 +642,8 @@ def main(script: str, description: str, default_out: str, workloads: Callable[[A
               + f", {r['load_after'][:1]} at the end")
     print()
     print(result_table(records, labels))
+    print()
+    print(spread_table(records))
     if args.llvm:
         print()
         print(llvm_table(records))

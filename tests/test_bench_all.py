@@ -76,3 +76,20 @@ def test_contention_times_numpy_with_the_faster_core_type(bench_all):
     # Each worker timed each baseline in every round, the turn sized to ~20 ms of calls.
     assert [r["inner"] for r in own.asked if r["baseline"] == "matmul"] == [20] * 5
     assert [r["inner"] for r in own.asked if r["baseline"] == "einsum"] == [2] * 5
+
+
+def test_spread_table_reports_every_subjects_calls_and_min_max(bench_all):
+    """Issue 14 asks for the batched kernel's min-max over 20 calls or more: each timed subject's calls,
+    median, min and max are printed."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import _cpu_tables
+    finally:
+        sys.path.remove(str(BENCH))
+    timings = {"polytile": {"runs": 2540, "median_s": 1.91e-4, "min_s": 1.88e-4, "max_s": 2.818e-3},
+               "numpy[1]:matmul": {"runs": 1890, "median_s": 2.71e-4, "min_s": 2.47e-4, "max_s": 5.21e-4}}
+    text = _cpu_tables.spread_table([{"family": "batched matmul", "shape": "32x(128x64 @ 64x128)", "timings": timings}])
+    lines = text.splitlines()
+    assert "calls" in lines[0] and "min ms" in lines[0] and "max ms" in lines[0]
+    row = next(l for l in lines if "polytile" in l).split()
+    assert "2540" in row and "0.188" in row and "2.818" in row
