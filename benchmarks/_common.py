@@ -67,6 +67,25 @@ def _warmup(text: str) -> int:
     return n
 
 
+def tune_budget(text: str) -> Optional[str]:
+    """``--tune``'s value: None for none/off/0, else the budget as given once it parses (a clean usage
+    error, not a traceback, for a bad one).
+
+    >>> tune_budget("none"), tune_budget("2m")
+    (None, '2m')
+    """
+    if str(text).lower() in ("none", "0", "0s", "off"):
+        return None
+    from polytile.errors import PolytileError
+    from polytile.tune import parse_budget
+
+    try:
+        parse_budget(text)
+    except PolytileError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def parser(description: str, default_out: str) -> argparse.ArgumentParser:
     """An argument parser with the options every benchmark takes."""
     p = argparse.ArgumentParser(description=description,

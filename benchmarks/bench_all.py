@@ -389,15 +389,17 @@ def measure_interleaved(subjects: List[Subject], repeat: int, warmup: int, gap: 
 
     A turn is ``inner`` back-to-back calls, each timed: 1 for a call of at
     least ``min_sample`` seconds, else enough calls to fill ``min_sample``
-    (judged from the fastest of up to three calls made here; a first,
-    checking call of over 20 ``min_sample`` is taken as proof enough).
+    (judged from the fastest of three calls made here, or of one that takes over 20 ``min_sample``; a
+    first, checking call that long is taken as proof enough).  One call alone misleads: a process's
+    second parallel call also JIT-compiles the runtime's spread region (~45 ms), which made SGEMM
+    1000^3 (5 ms a call) a one-call turn, each call right after the idle gap.
     """
     for s in subjects:
         if first_call_s.get(s.name, 0.0) >= 20 * min_sample:
             s.inner = 1
             continue
         t = min(s.sample(1))
-        if t < min_sample:
+        if t < 20 * min_sample:
             t = min([t] + s.sample(2))
         s.inner = 1 if t >= min_sample else min(MAX_INNER, max(1, math.ceil(min_sample / max(t, 1e-7))))
     rounds = warmup + repeat
@@ -583,8 +585,8 @@ def run_workload(w: Workload, script: Path, workers: List[Worker], args, say, tm
 
 def add_arguments(p) -> None:
     """Options of every CPU benchmark script (beyond ``_common.parser``'s)."""
-    p.add_argument("--tune", metavar="BUDGET", default=None,
-                   help="also autotune every shape with this search budget (30s, 2m, or seconds)")
+    p.add_argument("--tune", metavar="BUDGET", default=None, type=_common.tune_budget,
+                   help="also autotune every shape with this search budget (30s, 2m, or seconds; none: do not)")
     p.add_argument("--llvm", action="store_true",
                    help="also time polytile's default compiled for the llvm target (in-process JIT), interleaved")
     p.add_argument("--gap", type=float, default=0.2,
@@ -753,8 +755,6 @@ def run_all(argv=None) -> int:
     p.set_defaults(tune="30s")
     p.add_argument("--only", nargs="+", choices=tuple(SCRIPTS), help="run these scripts only")
     args = p.parse_args(argv)
-    if str(args.tune).lower() in ("none", "0", "0s", "off"):
-        args.tune = None
     results: Dict[str, Optional[Dict[str, Any]]] = {}
     runs = []
     t_all = time.perf_counter()

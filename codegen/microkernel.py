@@ -388,7 +388,7 @@ def _edge_block(printer, plan: Plan, mark: RegTile, reduction_loop, packed, oute
         e = bp.expr(_subst(ld.index[-1], {iname: f"({ilb})", jname: f"(({jub}) - {NR - 1})"}))
         inside.append(f"({e}) >= 0")
     cond = (f"({iub}) - ({ilb}) + 1 <= {MR} && ({jub}) - ({jlb}) + 1 <= {NR} && ({iub}) >= ({ilb}) "
-            f"&& ({jub}) >= ({jlb}) && " + " && ".join(inside))
+            f"&& ({jub}) >= ({jlb}) && " + " && ".join(dict.fromkeys(inside)))
     cell = bp.access(body.array, tuple(_subst(e, {iname: "(pt_i0 + pt_err)", jname: "(pt_j0 + pt_ec)"})
                                        for e in body.index))
     lines = outer_binds + [

@@ -319,3 +319,24 @@ def test_inputs_drawn_in_their_dtype():
     a, b = T._make_inputs([(3, 4), ()], ["float32", "int32"], 0, positive=False)
     assert a.dtype == np.float32 and a.shape == (3, 4) and b.dtype == np.int32 and b.shape == ()
     assert set(a.ravel().tolist()) <= set(range(-4, 5))
+
+
+def test_the_search_starts_no_batch_that_would_end_past_its_budget():
+    """A batch started just before the deadline ran a 120 s budget 1.5 s over (bench_all --tune 120s):
+    the search stops when the next batch, as long as the last one, would end past the deadline."""
+    import time
+
+    from polytile.tune.search import _Search
+
+    s = _Search.__new__(_Search)  # the rule alone: no program, no executor
+    s.trials, s.max_trials = [], 100
+    s.deadline, s.last_batch_s = time.perf_counter() + 10.0, 0.0
+    assert not s.stop()            # nothing measured yet: the first batch always runs
+    s.last_batch_s = 2.0
+    assert not s.stop()            # 10 s left, batches of 2 s
+    s.last_batch_s = 30.0
+    assert s.stop()                # the next batch would end 20 s late
+    s.deadline, s.last_batch_s = time.perf_counter() - 1.0, 0.0
+    assert s.stop()                # past the deadline
+    s.deadline, s.trials, s.max_trials = time.perf_counter() + 10.0, [object()], 1
+    assert s.stop()                # out of trials

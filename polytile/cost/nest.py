@@ -259,7 +259,7 @@ def _stmt_nest(s, name: str, hw) -> Optional[_Nest]:
         regtile = (mr, nr, lanes)
         # Each block loop's iterator is cut into tiles (the next-wider width among the tiles'
         # extents of it, e.g. mc) and those into blocks; partial blocks run the plain loops.
-        axes = [(1, 1, b) if it == NO_LOOP else _block_axis(info, st, tiles, it, b) for it, b in ((ri, mr), (rj, nr))]
+        axes = [(b, b, b) if it == NO_LOOP else _block_axis(info, st, tiles, it, b) for it, b in ((ri, mr), (rj, nr))]
         full, plain = regtile_parts(axes[0], axes[1], kind, vec,
                                     NO_LOOP not in (ri, rj) and edge_blocks(st, axes[1][0], nr))
     memo: Dict[tuple, int] = {}

@@ -342,6 +342,13 @@ class _Search:
 
     def evaluate(self, batch: Sequence[Tuple[Tuple[TileConfig, ...], str]]) -> None:
         """Measure the proposals of one step at once; append their trials in the order proposed."""
+        started = time.perf_counter()
+        try:
+            self._evaluate(batch)
+        finally:
+            self.last_batch_s = time.perf_counter() - started
+
+    def _evaluate(self, batch: Sequence[Tuple[Tuple[TileConfig, ...], str]]) -> None:
         first = len(self.trials)
         slots: List[Optional[Trial]] = [None] * len(batch)
         pending: Dict[Any, int] = {}
@@ -393,7 +400,10 @@ class _Search:
         return None if any(v is None for v in vals) else sum(vals)
 
     def stop(self) -> bool:
-        return len(self.trials) >= self.max_trials or time.perf_counter() >= self.deadline
+        """No more trials: ``max_trials`` reached, or the next batch -- as long as the last one took --
+        would end past the deadline (a batch started just before it ran the 120 s budget 1.5 s over)."""
+        return (len(self.trials) >= self.max_trials
+                or time.perf_counter() + self.last_batch_s >= self.deadline)
 
     def _setup(self):
         program, hw, dts = self.program, self.hw, self.dts
@@ -520,6 +530,7 @@ class _Search:
         self._setup()
         self.search_start = time.perf_counter()
         self.deadline = self.search_start + self.budget_s
+        self.last_batch_s = 0.0  # wall seconds of the last batch evaluated (stop)
         self.rng = np.random.default_rng(self.seed)
         setup_s = self.search_start - self.t_start
         if _progress_enabled(self.progress):
