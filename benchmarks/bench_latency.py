@@ -9,7 +9,8 @@ Rows (issue 15's targets in brackets):
   ``examples/matmul.tile`` and the first call on 256x256 float32 inputs, with the kernel already in the
   cache (one untimed run before).  The wall time is measured by this script around the child process
   (interpreter start included); the child reports its own import / compile / first-call split and
-  whether it imported islpy.
+  whether it imported islpy, and times a second call (the process's first spread region: see
+  ``polytile/runtime/spread.py``; the wall time includes it, about a millisecond).
 * **fresh, cold (gcc)** [<= 1.0 s]: the same with an empty cache (a new ``POLYTILE_CACHE_DIR`` each
   run): the whole pipeline and the C compiler.
 * **fresh, cold (llvm)** [<= 0.5 s]: the same on the llvm target (in-process JIT, no C compiler run;
@@ -57,8 +58,11 @@ t2 = time.perf_counter()
 C = k(A, A)
 t3 = time.perf_counter()
 assert float(C[0, 0]) == 256.0
+k(A, A)
+t4 = time.perf_counter()
 import json
-print(json.dumps({"import": t1 - t0, "compile": t2 - t1, "first_call": t3 - t2, "islpy": "islpy" in sys.modules}))
+print(json.dumps({"import": t1 - t0, "compile": t2 - t1, "first_call": t3 - t2, "second_call": t4 - t3,
+                  "islpy": "islpy" in sys.modules}))
 """
 
 FRESH = {
@@ -102,7 +106,7 @@ def fresh_rows(repeat: int, say) -> List[Dict[str, Any]]:
         walls = [x["wall"] for x in rs]
         row = {"row": name, "median_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls),
                "runs": rs, "target_s": TARGET_S.get(name)}
-        for part in ("import", "compile", "first_call"):
+        for part in ("import", "compile", "first_call", "second_call"):
             if part in rs[0]:
                 row[f"{part}_median_s"] = statistics.median(x[part] for x in rs)
         if "islpy" in rs[0]:
@@ -261,7 +265,7 @@ def main(argv=None) -> int:
         target = r.get("target_s")
         verdict = "" if target is None else f"<= {target} s " + ("PASS" if r["median_s"] <= target else "FAIL")
         notes = []
-        for part in ("import", "compile", "first_call"):
+        for part in ("import", "compile", "first_call", "second_call"):
             if f"{part}_median_s" in r:
                 notes.append(f"{part} {r[f'{part}_median_s']:.3f}")
         if "imported_islpy" in r:

@@ -109,3 +109,42 @@ def test_the_call_path_skips_the_first_call_and_spreads_from_the_second(tmp_path
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True", "False"]
+
+
+def test_c_kernels_bring_the_region_so_llvm_is_never_started(tmp_path):
+    """Every C kernel library exports pt_spread (codegen.c.SPREAD_PRELUDE): the runtime takes it from the
+    first kernel it loads, so a process's second call does not import llvmlite and start LLVM (~90 ms)."""
+    script = tmp_path / "two_calls.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import numpy as np
+        import polytile
+        from polytile.runtime import spread
+        k = polytile.compile("function (A[M, K], B[K, N]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[k, j]); }")
+        A = np.ones((96, 80), np.float32)
+        k(A, A.T.copy()); k(A, A.T.copy())
+        print(spread._native is not None, spread._fn is None, "llvmlite.binding" in sys.modules)
+    """))
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY",
+                                                            "OMP_NUM_THREADS", "POLYTILE_NUM_THREADS")}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "False"]
+
+
+def test_a_program_called_spread_keeps_its_entry_apart(tmp_path):
+    """A kernel with a parallel region defines pt_spread, and the name is reserved in every kernel (the
+    runtime takes that symbol from any kernel library): a program called spread gets another entry."""
+    import numpy as np
+    import polytile
+
+    path = tmp_path / "spread.tile"
+    path.write_text("function (A[N]) -> (B) { B = A * 2; }\n")
+    A = np.arange(8, dtype=np.float32)
+    k = polytile.compile(str(path), min_parallel_work=0)  # keep the (tiny) parallel loop
+    np.testing.assert_array_equal(k(A), A * 2)
+    assert "int pt_spread_kernel(" in k.source(A) and "int pt_spread(int threads)" in k.source(A)
+    serial = polytile.compile(str(path), parallel=False)
+    np.testing.assert_array_equal(serial(A), A * 2)
+    assert "int pt_spread_kernel(" in serial.source(A) and "pt_spread(" not in serial.source(A).replace(
+        "pt_spread_kernel(", "")

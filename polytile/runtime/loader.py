@@ -163,9 +163,11 @@ def load(path: os.PathLike | str) -> Library:
             lib = Library(resolved, cdll)
             _libraries[resolved] = lib
             if fd is not None:
-                from polytile.runtime import cache
+                from polytile.runtime import cache, spread
 
                 cache.mark_used(resolved)
+                # A library polytile built (its manifest checked): its pt_spread is the generated one.
+                spread.use_library(cdll)
     return lib
 
 

@@ -19,11 +19,13 @@ binds threads (``OMP_PROC_BIND``) or chooses the count (``OMP_NUM_THREADS``: the
 :func:`spread` leaves the team alone then).  After the change the same 1024^3 calls took
 a median 9.2 ms.
 
-The region is LLVM IR JIT-compiled once per process (llvmlite is a base dependency, and
-a C compiler is not): it runs on the libgomp that kernels of both targets use.  The compile
-(~50 ms with LLVM's start-up) happens in the process's second parallel kernel call, not its
-first (:func:`before_call`): the first call's workers are new threads, which Linux places on
-idle CPUs, and a one-call script should not pay for calls it never makes.
+Every C kernel library exports the region as ``pt_spread`` (``codegen.c.SPREAD_PRELUDE``), and
+the runtime takes the first one it loads (:func:`use_library`).  Without one (llvm kernels only)
+the region is LLVM IR JIT-compiled once per process (llvmlite is a base dependency, and a C
+compiler is not): it runs on the libgomp that kernels of both targets use.  That compile (~90 ms
+with importing llvmlite and LLVM's start-up) happens in the process's second parallel kernel call,
+not its first (:func:`before_call`): the first call's workers are new threads, which Linux places
+on idle CPUs, and a one-call script should not pay for calls it never makes.
 
     >>> spread(2) in (True, False)
     True
@@ -125,6 +127,7 @@ no:
 """
 
 _lock = threading.Lock()
+_native: Optional[Callable[[int], int]] = None  # pt_spread of a loaded C kernel library (use_library)
 _fn: Optional[Callable[[int], int]] = None
 _failed = False
 _calls = 0  # parallel kernel calls so far (before_call)
@@ -148,6 +151,27 @@ def _compiled() -> Optional[Callable[[int], int]]:
             except Exception:  # noqa: BLE001 - an optimisation: without it kernels run as before
                 _failed = True
         return _fn
+
+
+def use_library(cdll) -> bool:
+    """Take ``pt_spread`` from a kernel library the runtime loaded (every C kernel exports it:
+    ``codegen.c.SPREAD_PRELUDE``), if none is taken yet; then no process that loads a C kernel
+    JIT-compiles the region.  True when the library has it.
+
+    >>> use_library(None)
+    False
+    """
+    global _native
+    try:
+        raw = cdll.pt_spread
+    except AttributeError:
+        return False
+    with _lock:
+        if _native is None:
+            fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(ctypes.cast(raw, ctypes.c_void_p).value)
+            _keep.append(cdll)  # the code stays mapped as long as the process
+            _native = fn
+    return True
 
 
 def before_call(threads: int) -> bool:
@@ -182,7 +206,7 @@ def caller_cpu_spread(threads: int) -> Optional[int]:
     """
     if threads < 2:
         return None
-    fn = _fn if _fn is not None else _compiled()
+    fn = _native if _native is not None else _fn if _fn is not None else _compiled()
     if fn is None:
         return None
     cpu = fn(threads)
