@@ -223,7 +223,7 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
     rows, cols = b.add(b.sub(iub, i0), one), b.add(b.sub(jub, j0), one)
     full = b.and_(b.icmp_signed("==", rows, ir.Constant(I64, mark.mr)),
                   b.icmp_signed("==", cols, ir.Constant(I64, mark.nr)))
-    if microkernel.reads_output(plan):
+    if microkernel.reads_output(plan) or microkernel.always_full(plan, mark):
         gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0), generic)
         return True
     # The edge block (microkernel._edge_block): rows past the edge repeat the last, columns shifted
