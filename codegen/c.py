@@ -32,7 +32,7 @@ from polytile.errors import ENTRY_ENOMEM, InternalError, ScheduleError
 from polytile.isl_parts import maps_of
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
-from polytile.codegen.c_threads import THREADS_CLAUSE
+from polytile.codegen.c_threads import GNU_SOURCE, SPREAD_FUNCTION, THREADS_CLAUSE
 from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, Reduction, RegTile, Simd, Unroll, decode, encode
 
 from . import c_regblock, microkernel, pack
@@ -669,41 +669,6 @@ NAN_REDUCTION_PRELUDE = "".join(
     f"#pragma omp declare reduction(pt_r{op}_{d} : {t} : omp_out = pt_{op}_{d}(omp_out, omp_in)) "
     f"initializer(omp_priv = {'-' if op == 'max' else ''}INFINITY)\n"
     for d, t in (("float32", "float"), ("float64", "double")) for op in ("max", "min"))
-
-#: First in a file that defines :data:`SPREAD_FUNCTION`: ``sched_getcpu`` and ``CPU_CLR`` need it
-#: before every system header.
-GNU_SOURCE = """#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-"""
-
-#: ``pt_spread``, the runtime's spread region (:mod:`polytile.runtime.spread`) in C, exported by every
-#: kernel library with a parallel region: the runtime takes it from the first one it loads instead of
-#: JIT-compiling the region with LLVM, which cost a process's second kernel call ~90 ms (importing
-#: llvmlite, initialising LLVM, the engine).  The LLVM IR twin in spread.py states the same steps.
-SPREAD_FUNCTION = r"""
-#if defined(_OPENMP) && defined(__linux__)
-#include <omp.h>
-#include <sched.h>
-/* Run an empty region on `threads` threads; a worker on the caller's CPU narrows its own affinity to
-   the caller's mask without that CPU.  The caller's CPU, or -1 when nothing ran (bound threads). */
-int pt_spread(int threads) {
-  if (omp_get_proc_bind() != omp_proc_bind_false) return -1;
-  const int cpu = sched_getcpu();
-  cpu_set_t mask;
-  if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof mask, &mask) != 0) return -1;
-  #pragma omp parallel num_threads(threads)
-  {
-    if (omp_get_thread_num() != 0 && sched_getcpu() == cpu) {
-      cpu_set_t mine = mask;
-      CPU_CLR(cpu, &mine);
-      if (CPU_COUNT(&mine) > 0) sched_setaffinity(0, sizeof mine, &mine);
-    }
-  }
-  return cpu;
-}
-#endif
-"""
 
 PACK_PRELUDE = r"""#ifdef _OPENMP
 #include <omp.h>

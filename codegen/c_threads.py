@@ -238,3 +238,39 @@ def expect_call(seconds_expr: str) -> str:
 
 #: The clause every parallel loop of ``polytile opt`` output carries (with ``-fopenmp``).
 THREADS_CLAUSE = " num_threads(pt_threads())"
+
+
+#: First in a file that defines :data:`SPREAD_FUNCTION`: ``sched_getcpu`` and ``CPU_CLR`` need it
+#: before every system header.
+GNU_SOURCE = """#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+"""
+
+#: ``pt_spread``, the runtime's spread region (:mod:`polytile.runtime.spread`) in C, exported by every
+#: kernel library with a parallel region: the runtime takes it from the first one it loads instead of
+#: JIT-compiling the region with LLVM, which cost a process's second kernel call ~90 ms (importing
+#: llvmlite, initialising LLVM, the engine).  The LLVM IR twin in spread.py states the same steps.
+SPREAD_FUNCTION = r"""
+#if defined(_OPENMP) && defined(__linux__)
+#include <omp.h>
+#include <sched.h>
+/* Run an empty region on `threads` threads; a worker on the caller's CPU narrows its own affinity to
+   the caller's mask without that CPU.  The caller's CPU, or -1 when nothing ran (bound threads). */
+int pt_spread(int threads) {
+  if (omp_get_proc_bind() != omp_proc_bind_false) return -1;
+  const int cpu = sched_getcpu();
+  cpu_set_t mask;
+  if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof mask, &mask) != 0) return -1;
+  #pragma omp parallel num_threads(threads)
+  {
+    if (omp_get_thread_num() != 0 && sched_getcpu() == cpu) {
+      cpu_set_t mine = mask;
+      CPU_CLR(cpu, &mine);
+      if (CPU_COUNT(&mine) > 0) sched_setaffinity(0, sizeof mine, &mine);
+    }
+  }
+  return cpu;
+}
+#endif
+"""

@@ -19,7 +19,7 @@ binds threads (``OMP_PROC_BIND``) or chooses the count (``OMP_NUM_THREADS``: the
 :func:`spread` leaves the team alone then).  After the change the same 1024^3 calls took
 a median 9.2 ms.
 
-Every C kernel library exports the region as ``pt_spread`` (``codegen.c.SPREAD_PRELUDE``), and
+Every C kernel library exports the region as ``pt_spread`` (``codegen.c_threads.SPREAD_FUNCTION``), and
 the runtime takes the first one it loads (:func:`use_library`).  Without one (llvm kernels only)
 the region is LLVM IR JIT-compiled once per process (llvmlite is a base dependency, and a C
 compiler is not): it runs on the libgomp that kernels of both targets use.  That compile (~90 ms
@@ -155,7 +155,7 @@ def _compiled() -> Optional[Callable[[int], int]]:
 
 def use_library(cdll) -> bool:
     """Take ``pt_spread`` from a kernel library the runtime loaded (every C kernel exports it:
-    ``codegen.c.SPREAD_PRELUDE``), if none is taken yet; then no process that loads a C kernel
+    ``codegen.c_threads.SPREAD_FUNCTION``), if none is taken yet; then no process that loads a C kernel
     JIT-compiles the region.  True when the library has it.
 
     >>> use_library(None)
