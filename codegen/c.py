@@ -92,7 +92,7 @@ class AstPrinter:
         self.accumulators = 0
         self.arrays = {a.name: a for a in scop.arrays}
         self.body = BodyPrinter(self.arrays)
-        self.parallel_loops = 0
+        self.parallel_loops = 0  # '#pragma omp parallel for' loops emitted (a pack's parallel copy included)
         self.locals: set = set()
         self.unsafe_locals: set = set()  # 'local' marks isl's AST repeats: not one scope, keep the array
         self.vector_types: set = set()  # (dtype, lanes) used by register tiles
@@ -187,8 +187,10 @@ class AstPrinter:
         t = ctype(arr.dtype)
         where = f"pt_pkbuf{k}" + (f" + (long)pt_thread_num() * {buf.elements}" if per_thread else "")
         head: List[cgen.Generable] = [cgen.Line(f"{t} *restrict {buf.name} = {where};")]
+        parallel_copy = not per_thread and buf.elements >= self.min_parallel_copy
+        self.parallel_loops += parallel_copy
         head += pack.copy_code(buf, fp, lambda idx: self.body.access(arr.name, tuple(B.Iter(x) for x in idx)),
-                               parallel=not per_thread and buf.elements >= self.min_parallel_copy)
+                               parallel=parallel_copy)
         saved_packed, saved_scope = dict(self.packed), list(self.pack_scope)
         self.packed[arr.name] = buf
         self.pack_scope.append((f"{t} *restrict {buf.name}", buf.name))
@@ -629,9 +631,8 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     helpers = "".join(str(f) + "\n\n" for f in printer.outlined)
     # A kernel with a parallel region also exports the runtime's spread region (SPREAD_FUNCTION): at the
     # end, so the entry stays the file's first function; its feature macro before every header.
-    parallel = any("omp parallel" in str(x) for x in list(printer.outlined) + list(body))
-    tail = SPREAD_FUNCTION if parallel else ""
-    prelude = (GNU_SOURCE if parallel else "") + PRELUDE + (PACK_PRELUDE if printer.pack_buffers else "") \
+    tail = SPREAD_FUNCTION if printer.parallel_loops else ""
+    prelude = (GNU_SOURCE if tail else "") + PRELUDE + (PACK_PRELUDE if printer.pack_buffers else "") \
         + (NAN_REDUCTION_PRELUDE if printer.nan_reductions else "")
     if entry is None:
         # pt_<program name>, unless the file already defines that name: a program called par0 (par0.tile)

@@ -163,13 +163,12 @@ def use_library(cdll) -> bool:
     """
     global _native
     try:
-        raw = cdll.pt_spread
+        fn = cdll.pt_spread  # a function of the CDLL, which the loader keeps (and so the code mapped)
     except AttributeError:
         return False
     with _lock:
         if _native is None:
-            fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(ctypes.cast(raw, ctypes.c_void_p).value)
-            _keep.append(cdll)  # the code stays mapped as long as the process
+            fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
             _native = fn
     return True
 
