@@ -531,3 +531,28 @@ def test_zen4_descriptor_prefers_fewer_accumulators():
     small = (2, 32, 16)  # 4 accumulators
     assert _kernel_efficiency(small, zen4) > _kernel_efficiency(small, xeon)
     assert zen4.peak_gflops_fp32 == pytest.approx(xeon.peak_gflops_fp32 / 2)
+
+
+@pytest.mark.parametrize("family, model, bytes_per_cycle", [
+    (0x1A, 0x02, 64),  # Zen 5 (Turin): twice Zen 4's L2 -> L1 bandwidth
+    (0x1A, 0x44, 64),  # Zen 5 desktop
+    (0x19, 0x11, 32),  # Zen 4 (Genoa): the default
+])
+def test_private_l2_bandwidth_from_the_cpu_model(tmp_path, family, model, bytes_per_cycle):
+    sysfs, procfs = _fake_tree(tmp_path, caches={0: _cache(1, "Data", "48K", 12, "0"),
+                                                 1: _cache(2, "Unified", "1024K", 16, "0")},
+                               cpuinfo=_cpuinfo("AuthenticAMD", family, model, "Some CPU", "fma avx2 avx512f"),
+                               meminfo="MemTotal: 8000000 kB\n", siblings="0")
+    hw = hardware.detect_host(sysfs, procfs, cpu_count=2)
+    assert hw.level("L2").bandwidth_gbs == pytest.approx(bytes_per_cycle * 3.0)
+    assert any("Zen 5" in n and "L2" in n for n in hw.notes) == (bytes_per_cycle == 64)
+
+
+def test_eight_chains_on_two_pipes_lose_to_more():
+    # 8 accumulators on 2 FMA pipes with a 4-cycle latency are exactly at the latency bound, which a
+    # real core does not quite reach; 12 or 16 are not slowed by it.
+    from polytile.cost.roofline import _kernel_efficiency
+
+    xeon = hardware.load("x86-avx512")
+    eight, twelve, sixteen = (_kernel_efficiency(b, xeon) for b in ((2, 64, 16), (3, 64, 16), (2, 128, 16)))
+    assert eight < twelve == sixteen

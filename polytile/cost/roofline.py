@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..hardware import HardwareError, dtype_bytes
-from .constants import (EFF_REDUCTION, EFF_SCALAR, EFF_VECTOR, FIT, FMA_LATENCY, KERNEL_EFF, LOAD_PORTS,
+from .constants import (CHAIN_SLACK, EFF_REDUCTION, EFF_SCALAR, EFF_VECTOR, FIT, FMA_LATENCY, KERNEL_EFF, LOAD_PORTS,
                         OMP_REGION_S, PLAIN_VECTOR_BYTES, VECTOR_CHAINS, VECTOR_STARTUP)
 
 
@@ -134,7 +134,7 @@ def _kernel_efficiency(regtile: Tuple[int, int, int], hw) -> float:
     mr, nr, v = regtile
     nv = max(1.0, nr / max(v, 1))
     fma = mr * nv / fu
-    cycles = max(fma, (nv + mr) / LOAD_PORTS, FMA_LATENCY)
+    cycles = max(fma, (nv + mr) / LOAD_PORTS, FMA_LATENCY + CHAIN_SLACK)
     return KERNEL_EFF * fma / cycles
 
 

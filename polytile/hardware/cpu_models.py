@@ -25,6 +25,10 @@ Model numbers are CPUID's (family 6 for these Intel cores; 0x19 Zen 3/4,
     2
     >>> fma_units("GenuineIntel", 6, 0x9E, {"avx2", "fma"}) is None
     True
+
+The private L2's bandwidth into L1 is not in ``/proc/cpuinfo`` either:
+:func:`l2_bytes_per_cycle` knows the parts that differ from the 32 bytes per
+cycle the host descriptor assumes.
 """
 from __future__ import annotations
 
@@ -75,6 +79,24 @@ def fma_units(vendor: str, family: int, model: int, flags: AbstractSet[str]) -> 
                     return 1, (f"{where} (Zen 5, {name}): 512-bit operations run on two 256-bit FMA pipes, "
                                f"one 512-bit FMA per cycle")
             return 2, f"{where} (Zen 5): two full-width 512-bit FMA pipes"
+    return None
+
+
+def l2_bytes_per_cycle(vendor: str, family: int, model: int) -> Optional[Tuple[int, str]]:
+    """Bytes per cycle a core's private L2 delivers to its L1, with the reason, or None when not known.
+
+    Zen 5 doubled Zen 4's 32 bytes per cycle: published AIDA64 L2 read figures of a
+    Ryzen 5 9600X against a 7600X are 1875 against 1028 GB/s at about the same clock,
+    and one thread reading a 512 KiB buffer with AVX-512 loads on an EPYC Zen 5 VM
+    moved 47-62 bytes per cycle.
+
+    >>> l2_bytes_per_cycle("AuthenticAMD", 0x1A, 0x02)[0]
+    64
+    >>> l2_bytes_per_cycle("AuthenticAMD", 0x19, 0x11) is None
+    True
+    """
+    if vendor == "AuthenticAMD" and family == 0x1A:
+        return 64, f"AMD family 1Ah model {model:02X}h (Zen 5): L2 to L1 at 64 B/cycle, twice Zen 4's"
     return None
 
 

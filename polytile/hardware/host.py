@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from .checks import _pos_int
-from .cpu_models import cpuid_numbers, fma_units
+from .cpu_models import cpuid_numbers, fma_units, l2_bytes_per_cycle
 from .descriptor import CPUDescriptor, MemoryLevel
 from .display import _human_bytes
 
@@ -179,6 +179,10 @@ def detect_host(sysfs: Union[str, os.PathLike] = "/sys/devices/system/cpu",
         notes.append("no CPU flags: assumed 256-bit SIMD (AVX2) with 16 vector registers")
     ids = cpuid_numbers(info)
     known = fma_units(*ids, flags) if ids is not None else None
+    l2_known = l2_bytes_per_cycle(*ids) if ids is not None else None
+    l2_bpc = l2_known[0] if l2_known is not None else L2_BYTES_PER_CYCLE
+    if l2_known is not None:
+        notes.append(f"private L2 bandwidth from the CPU model: {l2_known[1]}")
     if known is not None:
         fma_units_count = known[0]
         notes.append(f"fma_units_per_core = {known[0]} from the CPU model: {known[1]}")
@@ -242,14 +246,14 @@ def detect_host(sysfs: Union[str, os.PathLike] = "/sys/devices/system/cpu",
         if lvl == 1:
             gbs = 2 * simd_bytes * clock
         elif shared == "core":
-            gbs = L2_BYTES_PER_CYCLE * clock
+            gbs = l2_bpc * clock
         else:
             gbs = SHARED_BYTES_PER_CYCLE_PER_CORE * clock * cores
         levels.append(MemoryLevel(name, size, line, shared, bandwidth_gbs=round(gbs, 3), associativity=ways))
     dram_gbs = min(max(DRAM_GBS_PER_CORE * cores, DRAM_GBS_MIN), DRAM_GBS_MAX)
     levels.append(MemoryLevel("DRAM", dram_bytes, DEFAULT_LINE_BYTES, "all", bandwidth_gbs=dram_gbs))
     notes.append(f"bandwidths are defaults (not detectable): L1 two vector loads/cycle/core, private L2 "
-                 f"{L2_BYTES_PER_CYCLE} B/cycle/core, shared caches {SHARED_BYTES_PER_CYCLE_PER_CORE} B/cycle/core, "
+                 f"{l2_bpc} B/cycle/core, shared caches {SHARED_BYTES_PER_CYCLE_PER_CORE} B/cycle/core, "
                  f"DRAM {DRAM_GBS_PER_CORE:g} GB/s per core within {DRAM_GBS_MIN:g}..{DRAM_GBS_MAX:g} GB/s")
 
     model = info.get("model name") or info.get("model") or ""
