@@ -6,6 +6,7 @@ only some operands can be packed; legality and the plan are checked directly.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -219,3 +220,47 @@ def test_packing_happens_in_the_property_space():
     cfg = autotile.TileConfig("S0", "i", "j", "k", 16, 32, 8, 4, 16, 16, "kij", "i_t")
     assert autotile.pack_plan(s, cfg)
     assert any(st.op == "pack" for st in autotile.apply(s, cfg).steps)
+
+
+def test_pack_seconds_charge_the_copies_a_plan_makes():
+    # conv2d 1x14x14x256: the filter (2.4 MB) packed at ci_t inside the row loop is copied 384 times
+    # per call; the ranking must see that cost, which the nest's own prediction leaves out.
+    hw = polytile.hardware.load("x86-avx512")
+    s = polytile.schedule(path_of("conv2d"), dims="N=1,H=14,W=14,CI=256,KH=3,KW=3,CO=256")
+    per_row = autotile.TileConfig("S0", "x", "co", "ci", 8, 256, 8, 2, 128, 16, "jki", "y")
+    plans = autotile.pack_plan(s, per_row)
+    assert [p.array for p in plans] == ["F"] and plans[0].copies > 100
+    t = autotile.pack_seconds(s, per_row, hw)
+    moved = sum(p.elements * p.copies * 4 for p in plans)
+    # at least one read and one write of every copied byte at the fastest level's bandwidth
+    assert t >= 2 * moved / hw.bandwidth(hw.cache_levels()[0])
+    assert autotile.pack_seconds(s, dataclasses.replace(per_row, pack=False), hw) == 0.0
+    chosen = autotile.autotile(s, hw)[1][0]
+    copied = sum(p.elements * p.copies for p in autotile.pack_plan(s, chosen)) if chosen.pack else 0
+    assert copied <= 3 * 3 * 256 * 256  # the filter at most once per call
+
+
+def test_candidate_sample_is_stable_when_the_space_grows():
+    # Adding block shapes to the space displaces a few sampled configurations; it must not redraw them
+    # all (which silently changed every default schedule): whatever the larger space's sample keeps
+    # from the smaller space, the smaller space's sample keeps too.
+    hw = polytile.hardware.load("x86-avx512")
+    s = polytile.schedule(path_of("matmul"), dims="M=1024,N=1024,K=1024")
+    space = autotile.candidates(s, "S0", hw, limit=10 ** 6)
+    assert len(space) > 2000
+    part, limit = space[: len(space) * 4 // 5], 600
+    kept = set(autotile.sample(space, limit))
+    kept_part = autotile.sample(part, limit)
+    assert len(kept) == len(kept_part) == limit
+    assert kept & set(part) <= set(kept_part)
+    assert autotile.candidates(s, "S0", hw, limit=limit) == autotile.candidates(s, "S0", hw, limit=limit)
+
+
+def test_candidates_include_blocks_as_wide_as_the_registers_allow():
+    hw = polytile.hardware.load("x86-avx512")  # 32 registers of 16 floats
+    s = polytile.schedule(path_of("conv2d"), dims="N=1,H=28,W=28,CI=128,KH=3,KW=3,CO=128")
+    blocks = {(c.mr, c.nr) for c in autotile.candidates(s, "S0", hw, limit=10 ** 6)}
+    assert (2, 128) in blocks and (4, 96) in blocks
+    for mr, nr in blocks:
+        nv = nr // 16
+        assert mr * nv + nv + 1 <= 32  # accumulators, one row of B vectors and a broadcast

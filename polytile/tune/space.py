@@ -103,13 +103,14 @@ def _predictor(hw) -> Tuple[Optional[Callable], str]:
 
     def predict(s: Schedule, cfg: TileConfig) -> Optional[float]:
         try:
-            t = float(fn(s, cfg, hw).time_s)
+            # the same time the default schedule is ranked by (autotile.autotile): the nest and its copies
+            t = float(fn(s, cfg, hw).time_s) + autotile.pack_seconds(s, cfg, hw)
         except Exception as e:  # the model not covering a case should not stop tuning
             debug_log(1, "tune", f"cost model failed on {cfg}: {_error_text(e)}")
             return None
         return t if math.isfinite(t) else None
 
-    return predict, "cost.predict_config"
+    return predict, "cost.predict_config + autotile.pack_seconds"
 
 
 def _ranked_tuples(scores: Sequence[Sequence[float]]) -> Iterator[Tuple[int, ...]]:
