@@ -179,3 +179,22 @@ def test_no_edge_block_where_isl_proves_every_block_full():
             if target == "openmp":
                 src = k.source(A, B)
                 assert "acc_0_0" in src and ("pt_et" in src) == partial, (M, N, K)
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mr, nv", [(2, 8), (3, 6), (4, 6)])
+def test_wide_register_blocks_match_the_oracle(mr, nv, dtype, target):
+    """Blocks six and eight vectors wide (autotile's widest, e.g. 2 x 128 floats on AVX-512), with
+    partial blocks in both directions, give exactly numpy's result on both code generators."""
+    lanes = hardware.load("x86-avx512").vector_lanes(dtype)
+    nr = nv * lanes
+    M, N, K = 3 * mr + 1, 2 * nr + lanes + 3, 11
+    s = polytile.schedule("examples/matmul.tile", dims=f"M={M},N={N},K={K}")
+    r = autotile.roles(s, "S0")
+    cfg = autotile.TileConfig(r.stmt, r.i, r.j, r.k, 2 * mr, nr, 8, mr, nr, lanes, "jki", f"{r.j}_t")
+    k = polytile.compile("examples/matmul.tile", schedule=autotile.apply(s, cfg), target=target)
+    rng = np.random.default_rng(nv)
+    A = rng.integers(-3, 4, size=(M, K)).astype(dtype)
+    B = rng.integers(-3, 4, size=(K, N)).astype(dtype)
+    np.testing.assert_array_equal(k(A, B), A @ B)
