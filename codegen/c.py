@@ -33,9 +33,9 @@ from polytile.isl_parts import maps_of
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop, Statement
 from polytile.codegen.c_threads import GNU_SOURCE, SPREAD_FUNCTION, THREADS_CLAUSE
-from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, Reduction, RegTile, Simd, Unroll, decode, encode
+from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, RegTile, Simd, Unroll, decode, encode
 
-from . import c_regblock, microkernel, pack
+from . import c_accumulate, c_regblock, microkernel, pack
 from .c_expr import PRELUDE, BodyPrinter, ctype
 
 
@@ -255,59 +255,6 @@ class AstPrinter:
                 out.append(f"GCC unroll {unroll[0].factor}")
         return out
 
-    def _accumulator(self, n: isl.AstNode, it: str, marks: Tuple[Mark, ...]) -> Tuple[Dict[str, str], Tuple, List, List]:
-        """A SIMD reduction into an array element (C statements) runs on a scalar accumulator.
-
-        ``for (c5 ...) { const long i = c3; ...; C[i][j] += e; }`` becomes::
-
-            { const long i = c3; const long j = c4;
-              double pt_acc = 0;
-              #pragma omp simd reduction(+:pt_acc)
-              for (c5 ...) { const long i = c3; ...; pt_acc += (e); }
-              C[i][j] += pt_acc; }
-
-        (OpenMP array sections would name the cell directly, but GCC 12 miscompiles
-        ``reduction(+:C[i:1][j:1])`` on a VLA.)  Returns ``{statement: accumulator}`` for
-        :meth:`_user`, the marks, and the lines before and after the loop.  A loop whose
-        body is not that one statement, or whose cell moves with the loop, loses its simd
-        mark (noted).
-        """
-        simd = [m for m in marks if isinstance(m, Simd) and m.reductions]
-        if not simd or not self.c_source or any(isinstance(m, Parallel) for m in marks):
-            return {}, marks, [], []
-        items = simd[0].reductions
-        arrays = [a for _, a in items if a not in self.body.locals and self.arrays[a].shape]
-        if not arrays:
-            return {}, marks, [], []
-        body = n.for_get_body()
-        if body.get_type() == isl.ast_node_type.block and body.block_get_children().n_ast_node() == 1:
-            body = body.block_get_children().get_ast_node(0)
-        st = call = None
-        if body.get_type() == isl.ast_node_type.user and len(items) == 1:
-            call = body.user_get_expr()
-            st = self.stmts[call.op_get_arg(0).id_get_id().get_name()]
-        kept = tuple(m for m in marks if m not in simd)
-        if st is None or st.c_reduction is None or arrays != [st.body.array]:
-            self.notes.append(f"simd reduction into {', '.join(arrays)} dropped: the loop body is not one "
-                              "statement updating one cell")
-            return {}, kept, [], []
-        lhs, op, _ = st.c_reduction
-        binds = {v: _c(call.op_get_arg(i + 1)) for i, v in enumerate(st.iters)}
-        used = [v for v in st.iters if re.search(rf"\b{re.escape(v)}\b", lhs)]
-        if any(re.search(rf"\b{re.escape(it)}\b", binds[v]) for v in used):
-            self.notes.append(f"simd reduction into {st.body.array} dropped: its cell moves with loop {it}")
-            return {}, kept, [], []
-        acc = f"pt_acc{self.accumulators}"
-        self.accumulators += 1
-        before = [f"const long {v} = {binds[v]};" for v in used]
-        # The element type for floats; integers sum in long long (written back modulo the cell's
-        # width, as the original's wrap-around would): no <stdint.h> needed in the user's file.
-        dtype = self.arrays[st.body.array].dtype
-        before.append(f"{ctype(dtype) if D.is_float(dtype) else 'long long'} {acc} = "
-                      f"{1 if op == '*=' else 0};")
-        clause = Simd((Reduction("*" if op == "*=" else "+", acc),))
-        return {st.name: acc}, kept + (clause,), before, [f"{lhs} {'*=' if op == '*=' else '+='} {acc};"]
-
     def _parallel_if(self, n: isl.AstNode, it: str) -> str:
         """``trip >= k``, the test that versions an innermost parallel loop whose trip count is not a constant.
 
@@ -393,7 +340,11 @@ class AstPrinter:
             self.notes.append(f"parallel loop {it} inside a parallel loop runs serially")
             marks = tuple(m for m in marks if not isinstance(m, Parallel))
         if marks and not n.for_is_degenerate():
-            accumulate, marks, before, after = self._accumulator(n, it, marks)
+            accumulate, marks, before, after = c_accumulate.simd_accumulator(self, n, it, marks)
+        elif not marks and not n.for_is_degenerate() and not self.c_source:
+            lanes = c_accumulate.lane_reduction(self, n, it)
+            if lanes is not None:  # a Tile sum into one cell: in SIMD lanes (c_accumulate.lane_reduction)
+                accumulate, marks, before, after = c_accumulate.tile_accumulator(self, n, it, (lanes,), lanes)
         cyclic = any(isinstance(m, Parallel) for m in marks) and self._cyclic(n, it)
         pragmas = self._pragmas(marks, cyclic) if marks and not n.for_is_degenerate() else []
         if pragmas and not _canonical(cond, it):
@@ -463,7 +414,10 @@ class AstPrinter:
         st = self.stmts[name]
         binds = [f"const long {v} = {_c(call.op_get_arg(i + 1))};" for i, v in enumerate(st.iters)]
         stmt = st.c_text if st.c_text is not None else self.body.store(st.body)
-        if name in self.accumulate:  # inside a SIMD reduction loop: update the loop's accumulator
+        if name in self.accumulate and st.c_text is None:  # a Tile contraction's SIMD reduction loop
+            value = self.body.as_type(st.body.value, self.arrays[st.body.array].dtype)
+            stmt = f"{self.accumulate[name]} {st.body.reduce}= {value};"
+        elif name in self.accumulate:  # inside a SIMD reduction loop: update the loop's accumulator
             _, op, operand = st.c_reduction
             stmt = f"{self.accumulate[name]} {op} ({operand});"
         if binds:

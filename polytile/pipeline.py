@@ -84,9 +84,9 @@ def schedule(source: SourceLike, dims=None, *, shapes=None, dtypes=None, fusion:
     """
     prog = load_program(source)
     in_shapes = shapes_from_dims(prog, parse_dims(dims), shapes)
+    if isinstance(dtypes, str):  # one dtype for every input
+        dtypes = [dtypes] * len(in_shapes)
     dts = tuple(np.dtype(d).name for d in (dtypes or ["float32"] * len(in_shapes)))
-    if isinstance(dtypes, str):
-        dts = tuple(np.dtype(dtypes).name for _ in in_shapes)
     opts = Options.make("openmp", fusion=fusion, parallel=parallel, schedule=steps, hardware=hardware,
                         min_parallel_work=min_parallel_work)
     spec = specialize(prog, in_shapes, dts, opts, build=False)

@@ -4,7 +4,8 @@ Each case is differential (kernel = oracle) on integer-valued floats, so sums ar
 the program campaign (tests/fuzz/FINDINGS.md, F7): a float reduction into one cell over a 2-D
 nest whose inner loop reads backwards (``T[] = +(A[i, N - 1 - j])``) summed the wrong elements
 when GCC completely peeled the inner loop and vectorised the outer one; the generated loop now
-carries ``#pragma GCC unroll 1``.
+carries ``#pragma GCC unroll 1`` -- or, for a ``+`` or ``*`` (Tile does not order them), runs as a
+SIMD reduction over a scalar accumulator.
 """
 from __future__ import annotations
 
@@ -41,9 +42,15 @@ def test_reversed_float_reduction_into_one_cell(src, n, dtype):
 
 
 def test_the_workaround_is_where_the_reduction_stays_in_one_cell():
-    k = polytile.compile("function (A[N, N]) -> (T, R) { T[] = +(A[i, N - 1 - j]); R[i, j : N, N] = +(A[i, N - 1 - j]); }")
+    # A max into one cell stays a serial chain: the workaround keeps its loop from being peeled.
+    k = polytile.compile("function (A[N, N]) -> (T, R) { T[] = >(A[i, N - 1 - j]); R[i, j : N, N] = >(A[i, N - 1 - j]); }")
     text = k.specialize_shapes([(8, 8)], ["float64"], build=False).source.text
     assert text.count("#pragma GCC unroll 1") == 1, text
+    # A sum into one cell runs in SIMD lanes over a scalar accumulator instead (codegen/c_accumulate.py),
+    # which test_reversed_float_reduction_into_one_cell checks against the oracle.
+    k = polytile.compile("function (A[N, N]) -> (T, R) { T[] = +(A[i, N - 1 - j]); R[i, j : N, N] = +(A[i, N - 1 - j]); }")
+    text = k.specialize_shapes([(8, 8)], ["float64"], build=False).source.text
+    assert text.count("#pragma GCC unroll 1") == 0 and text.count("#pragma omp simd reduction(+:pt_acc") == 1, text
 
 
 @pytest.fixture

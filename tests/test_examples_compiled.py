@@ -261,8 +261,9 @@ def statement_lines(source: str) -> List[StatementLine]:
         if m:
             stack.append((Loop(m.group(1), n > 0 and lines[n - 1].strip().startswith(_PRAGMA), line.strip()), depth))
         st = _STMT.match(line)
-        # Register-tile accumulators (acc_R_V) are per-thread locals, not memory: skip them.
-        if st and st.group(2).startswith("acc_"):
+        # Register-tile accumulators (acc_R_V) and SIMD reductions' (pt_accN, added to the cell after
+        # their loop) are per-thread locals, not memory: skip them.
+        if st and re.fullmatch(r"acc_\w+|pt_acc\d+", st.group(2)):
             st = None
         if st and not s.startswith(("const ", "for (", "int ", "static ")):
             binds = dict(re.findall(r"const long (\w+) = ([^;]*);", st.group(1)))
@@ -342,8 +343,9 @@ def _contraction_lines(spec) -> List[tuple]:
     for st in spec.scop.statements:
         if st.kind != "contract":
             continue
-        binds = " ".join(rf"const long {re.escape(v)} = [^;]*;" for v in st.iters)
-        pat = re.compile(r"^\{ " + binds + r" " + re.escape(st.body.array) + r"\[")
+        # Every iterator bound, in order; a SIMD reduction's write-back binds only the cell's iterators.
+        binds = "".join(rf"(?:const long {re.escape(v)} = [^;]*; )?" for v in st.iters)
+        pat = re.compile(r"^\{ " + binds + re.escape(st.body.array) + r"\[")
         out.append((st, len(shapes[st.body.array]), [ln for ln in lines if pat.match(ln.text)]))
     return out
 

@@ -44,6 +44,7 @@ import islpy as isl
 from ..deps import Dependences
 from ..errors import IllegalSchedule, ScheduleError
 from ..isl_parts import maps_of, sets_of
+from ..poly import body as B
 from ..poly.scop import Scop
 from .marks import Pack, Parallel, RegTile, Simd, Unroll
 
@@ -488,12 +489,12 @@ class Schedule:
             if not st.is_reduction or self.carried([name], dim, self.deps.reduction).is_empty():
                 continue
             if st.c_text is None:
-                # Tile statements reach the SIMD units through register tiles (regtile) instead.
-                return (f"{name} is not a C statement: SIMD reductions are emitted for C regions "
-                        "(polytile opt --reassociate); use regtile for a Tile contraction")
-            if not self.scop.array(st.body.array).shape:
+                why = tile_simd_reduction_blocker(st, self.scop.array(st.body.array).dtype)
+                if why:
+                    return why
+            elif not self.scop.array(st.body.array).shape:
                 continue
-            if st.c_reduction is None:
+            elif st.c_reduction is None:
                 return f"{name} updates {st.body.array!r} in a form the code generator cannot accumulate"
             w = st.write_map()
             pairs = isl.Map.from_domain_and_range(st.domain, st.domain)
@@ -631,3 +632,29 @@ def range_map(n_in: int, outputs: Sequence[str], names: Optional[Sequence[str]] 
     """``{ [t0, ..., t(n-1)] -> [outputs...] }`` from expressions over ``t0..``."""
     ins = list(names) if names else [f"t{d}" for d in range(n_in)]
     return isl.Map(f"{{ [{', '.join(ins)}] -> [{', '.join(outputs)}] }}")
+
+
+#: Element types a Tile contraction may accumulate in a SIMD reduction loop (C and the vector units
+#: hold them as they are; narrower integers and float16 would need conversions at every step).
+SIMD_REDUCTION_DTYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
+
+
+def tile_simd_reduction_blocker(st, dtype: str) -> str:
+    """Why Tile statement ``st``, accumulating ``dtype``, cannot run its reduction as a SIMD loop ('' when it can).
+
+    A Tile aggregation has no order, so summing one cell's terms in lanes and combining the lanes
+    after the loop (a reassociation) gives one of its allowed results -- for ``+`` and ``*`` (a
+    ``max``/``min`` would need NaN-aware lane combining), on element types the lanes hold, and
+    when the value does not read the cell it updates.
+
+    >>> # Y[i] = +(A[i, j] * X[j])   -> ''   (j may be a simd +:Y loop)
+    """
+    body = st.body
+    if body.reduce not in ("+", "*"):
+        return f"{st.name} aggregates with {body.reduce!r}: only + and * reductions are vectorised"
+    if dtype not in SIMD_REDUCTION_DTYPES:
+        return f"{st.name} accumulates {dtype}: SIMD reductions hold {', '.join(SIMD_REDUCTION_DTYPES)}"
+    if any(isinstance(x, B.Load) and x.array == body.array for x in B.walk(body.value)):
+        return f"{st.name} reads {body.array!r}, the array it accumulates into"
+    return ""
+
