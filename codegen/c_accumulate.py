@@ -94,10 +94,13 @@ def simd_accumulator(printer, n: isl.AstNode, it: str, marks: Tuple[Mark, ...]) 
 def lane_reduction(printer, n: isl.AstNode, it: str) -> Optional[Simd]:
     """The ``simd op:A`` mark a plain innermost loop ``n`` gets by default, or None: its body is one
     Tile contraction that sums into a cell ``it`` does not move (``tile_simd_reduction_blocker``
-    says which sums may be split into lanes).
+    says which sums may be split into lanes).  ``printer`` has the C printer's ``stmts``, ``arrays``
+    and ``body.locals`` (the llvm emitter asks too: it lets LLVM reassociate such a sum).
 
     >>> # for (c1 ...) { const long i = c0; const long j = c1; Y[i] += (A[i][j] * X[j]); }  -> simd +:Y
     """
+    if n.for_is_degenerate():
+        return None
     call, st = _one_statement(printer, n)
     if st is None or st.c_text is not None or not st.is_reduction or st.body.array in printer.body.locals:
         return None

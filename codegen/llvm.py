@@ -38,7 +38,7 @@ from polytile.errors import InternalError
 from polytile.poly.scop import Array, Scop
 from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, RegTile, Simd, Unroll, decode, encode
 
-from . import llvm_tile, pack
+from . import c_accumulate, llvm_tile, pack
 from .c import KernelSource, build_ast, cyclic_loop
 from .llvm_body import I1, I8, I8P, I32, I64, VOID, BodyEmitter, UnsupportedConstruct, _Unbound, identity, memory_type
 
@@ -73,6 +73,7 @@ class LlvmGenerator:
         self.arrays: Dict[str, Array] = {a.name: a for a in scop.arrays}
         self.stmts = scop.statement_map
         self.body = BodyEmitter(self.module, self.arrays)
+        self.lanes = False  # inside a loop whose one statement sums into one cell (c_accumulate.lane_reduction)
         self.use_threads = parallel  # libgomp is there: parallel marks become parallel regions
         self.min_parallel_copy = min_parallel_copy
         self.frame: _Frame = None  # type: ignore[assignment]
@@ -274,7 +275,12 @@ class LlvmGenerator:
             vals[it] = v
             b.cbranch(self._bool(self.aexpr(n.for_get_cond())), inside, done)
             b.position_at_end(inside)
-            self.node(n.for_get_body())
+            # A Tile sum into one cell along this loop may be reassociated: LLVM then sums it in lanes.
+            lanes, self.lanes = self.lanes, c_accumulate.lane_reduction(self, n, it) is not None
+            try:
+                self.node(n.for_get_body())
+            finally:
+                self.lanes = lanes
             v.add_incoming(self.b.add(v, inc), self.b.block)
             self.b.branch(head)
             self.b.position_at_end(done)
@@ -291,7 +297,7 @@ class LlvmGenerator:
             raise UnsupportedConstruct(f"statement {name} is C text (from the C frontend): the llvm target "
                                        "compiles Tile programs; use the openmp target")
         env = {v: self.aexpr(call.op_get_arg(k + 1)) for k, v in enumerate(st.iters)}
-        self.body.store(st.body, env)
+        self.body.store(st.body, env, lanes=self.lanes)
 
     # -- parallel loops --------------------------------------------------------
     def _bounds(self, n: isl.AstNode, it: str) -> Optional[Tuple[ir.Value, ir.Value, ir.Value]]:

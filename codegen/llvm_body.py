@@ -375,12 +375,17 @@ class BodyEmitter:
             keep = self.compare(cmp, old, value, dtype)
         return b.select(keep, old, value)
 
-    def store(self, s: B.Store, env: Dict[str, ir.Value]) -> None:
-        """``array[index] = value`` or the reduction update of statement body ``s``."""
+    def store(self, s: B.Store, env: Dict[str, ir.Value], *, lanes: bool = False) -> None:
+        """``array[index] = value`` or the reduction update of statement body ``s``; with ``lanes`` (a
+        float ``+``/``*`` summing one cell along its loop: ``c_accumulate.lane_reduction``) the update
+        may be reassociated, so LLVM keeps the cell in a register and sums it in vector lanes."""
         dtype = self.arrays[s.array].dtype
         ptr = self.access(s.array, s.index, env)
         value = self.as_type(s.value, dtype, env)
-        if s.reduce is not None:
+        if s.reduce is not None and lanes and dtype in _FLOAT and s.reduce in ("+", "*"):
+            op = self.b.fadd if s.reduce == "+" else self.b.fmul
+            value = op(self.load_elem(ptr, dtype), value, flags=FP + ("reassoc",))
+        elif s.reduce is not None:
             value = self.reduce(s.reduce, self.load_elem(ptr, dtype), value, dtype)
         self.store_elem(value, ptr, dtype)
 
