@@ -3,7 +3,7 @@ array contraction (:mod:`.contract`), the isl tree, loop tree and JSON of a sche
 of that tree and their text (:mod:`.marks`)."""
 from .core import PARALLEL, SIMD, UNROLL, Schedule, Step, StmtSchedule
 from .transforms import (TRANSFORMS, apply_step, auto_parallel, distribute, fuse, interchange, pack, parallel, reorder,
-                         regtile, reverse, shift, skew, split, tile, unmark, unroll, vectorize)
+                         regtile, reverse, shift, skew, split, tile, unmark, unroll, vector_inner, vectorize)
 from .auto import FUSION, automatic, from_flat, initial, isl_schedule
 from .contract import contracted_bytes, traffic_saved
 from .tree import VIEWS
@@ -11,7 +11,7 @@ from .tree import VIEWS
 __all__ = [
     "Schedule", "Step", "StmtSchedule", "initial", "automatic", "from_flat", "isl_schedule", "FUSION",
     "interchange", "reorder", "tile", "split", "skew", "reverse", "shift", "fuse", "distribute", "parallel",
-    "vectorize", "unroll", "unmark", "regtile", "pack", "auto_parallel", "apply_step", "TRANSFORMS", "contracted_bytes",
+    "vectorize", "unroll", "unmark", "regtile", "pack", "auto_parallel", "vector_inner", "apply_step", "TRANSFORMS", "contracted_bytes",
     "traffic_saved", "PARALLEL", "SIMD", "UNROLL",
 ]
 

@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import islpy as isl
 
 
-from ..errors import ScheduleError
+from ..errors import IllegalSchedule, ScheduleError
 from ..isl_parts import sets_of
 from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, range_map
 from .marks import NO_LOOP, RegTile
@@ -672,12 +672,77 @@ def auto_parallel(s: Schedule) -> Schedule:
     return s.with_(marks=frozenset(marks), steps=s.steps + (Step.make("auto_parallel"),))
 
 
+def _unit_or_invariant(e_list, it: str) -> bool:
+    """Whether an index (a list of subscript expressions) moves by one element along ``it`` or not at all:
+    ``it`` (plus a constant) as the last subscript and nowhere else, or absent."""
+    from ..poly import body as B
+
+    uses = [k for k, e in enumerate(e_list) if any(isinstance(x, B.Iter) and x.name == it for x in B.walk(e))]
+    if not uses:
+        return True
+    if uses != [len(e_list) - 1]:
+        return False
+    last = e_list[-1]
+    if isinstance(last, B.Iter):
+        return True
+    return (isinstance(last, B.Bin) and last.op in ("+", "-") and isinstance(last.a, B.Iter) and last.a.name == it
+            and isinstance(last.b, B.Const))
+
+
+def vector_inner(s: Schedule) -> Schedule:
+    """In each Tile reduction whose innermost loop is a reduction loop, move innermost the output loop
+    that moves every access by one element (or leaves it): the vector loop gcc needs.
+
+    Program order puts a contraction's reduction loops inside its output loops; a short reduction
+    innermost (2x2 max pooling: ``for c: for i < 2: for j < 2: O[..][c] = max(O[..][c], I[..][c])``)
+    runs scalar, while the channel loop is unit-stride in every array.  Reordering reduction loops
+    with output loops keeps each cell's updates in their order; each step is legality-checked.
+    Statements under a register tile (which has its own vector loop) are left alone, as are sums
+    along a loop no output loop can replace (a row sum: its output loop strides the rows) and
+    output loops marked parallel (moved inside the reduction, they would open a region per step) and
+    statements sharing a loop with another (a fused nest, which the reordering would split).
+
+    >>> # maxpool S0: n, y, x, c, i, j  ->  n, y, x, i, j, c
+    """
+    from ..poly import body as B
+
+    out = s
+    tiled = {m[0] for m in s.marks if m[2] == REGTILE}
+    for name, _ in s.stmts:
+        st = s.scop.statement(name)
+        loops = _loops_in(out, name)
+        if st.c_text is not None or not st.is_reduction or name in tiled or len(loops) < 2:
+            continue
+        dim, inner = loops[-1]
+        if out.carried([name], dim, out.deps.reduction).is_empty():
+            continue  # the innermost loop already moves the cell
+        if any(len(out.group(name, d)) > 1 for d, _ in loops):
+            continue  # a loop shared with another statement (a fused nest): reordering would split it
+        index = st.body.index
+        if not index or not isinstance(index[-1], B.Iter):
+            continue
+        it = index[-1].name
+        names = [n for _, n in loops]
+        reads = [ld.index for ld in B.walk(st.body.value) if isinstance(ld, B.Load)]
+        if it not in names or not all(_unit_or_invariant(list(r), it) for r in reads + [index]):
+            continue
+        if any(m[0] == name and m[1] == it and m[2] == PARALLEL for m in out.marks):
+            continue  # the parallel loop stays outside the reduction (cumsum's i): one region, not one per k
+        try:
+            out = reorder(out, name, [n for n in names if n != it] + [it])
+        except (IllegalSchedule, ScheduleError):
+            continue
+    if out is s:
+        return s
+    return out.with_(steps=s.steps + (Step.make("vector_inner"),))
+
+
 TRANSFORMS = {
     "interchange": interchange, "reorder": reorder, "tile": tile, "split": split, "skew": skew,
     "reverse": reverse, "shift": shift, "fuse": fuse, "fuse_last": fuse_last, "fuse_first": fuse_first, "distribute": distribute,
     "parallel": parallel,
     "vectorize": vectorize, "unroll": unroll, "unmark": unmark, "regtile": regtile, "pack": pack,
-    "auto_parallel": auto_parallel,
+    "auto_parallel": auto_parallel, "vector_inner": vector_inner,
 }
 
 

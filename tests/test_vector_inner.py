@@ -1,0 +1,54 @@
+"""vector_inner (polytile.scheduling.transforms): a reduction the register tiles left, whose innermost
+loop is a reduction loop, gets the output loop that is unit-stride in every access innermost -- the
+vector loop -- and nothing else moves."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytile
+from polytile import scheduling as S
+from polytile.scheduling.saved import replay
+
+
+def _default(program, dims, hardware="x86-avx512"):
+    return polytile.schedule(program, dims=dims, hardware=hardware)
+
+
+def test_pooling_gets_its_channel_loop_innermost():
+    s = _default("examples/maxpool.tile", "N=2,H=8,W=10,C=19")
+    assert s.loop_names("S0") == ["n", "y", "x", "i", "j", "c"]
+    assert "vector_inner" in [st.op for st in s.steps]
+    # a recorded step: the schedule replays from its steps (as from its JSON)
+    again = replay(s.scop, s.deps, s.steps)
+    assert again.loop_names("S0") == s.loop_names("S0")
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int8"])
+def test_reordered_pooling_matches_the_oracle(dtype, target):
+    rng = np.random.default_rng(3)
+    I = rng.integers(-9, 10, (2, 8, 10, 19)).astype(dtype)
+    if dtype.startswith("float"):
+        I[0, 3, 4, 5] = np.nan  # max keeps a NaN, as numpy's maximum does
+    k = polytile.compile("examples/maxpool.tile", target=target)
+    np.testing.assert_array_equal(k(I), polytile.reference("examples/maxpool.tile", I))
+
+
+def test_loops_that_would_not_vectorise_or_would_lose_the_parallel_region_stay():
+    # row sum: its output loop strides the rows, so the sum stays innermost (in SIMD lanes instead)
+    s = _default("examples/row_sum.tile", "M=64,N=40")
+    assert s.loop_names(s.resolve("O"))[-1] == "j"
+    # cumsum: the output loop is the parallel one; inside the reduction it would fork per step
+    s = _default("examples/cumsum.tile", "N=41")
+    assert s.loop_names("S0")[0] == "i" and ("S0", "i", S.PARALLEL, False) in s.marks
+    # a register-tiled contraction keeps its blocked order
+    s = _default("examples/matmul.tile", "M=64,N=64,K=64")
+    assert "vector_inner" not in [st.op for st in s.steps] or s.loop_names("S0")[-1] == "j"
+
+
+def test_a_user_schedule_is_not_reordered():
+    # polytile.schedule without a descriptor is the program order users start transforming from
+    s = polytile.schedule("examples/maxpool.tile", dims="N=2,H=8,W=10,C=19")
+    assert s.loop_names("S0") == ["n", "y", "x", "c", "i", "j"]
+    assert S.vector_inner(s).loop_names("S0") == ["n", "y", "x", "i", "j", "c"]
