@@ -36,7 +36,7 @@ from polytile.codegen.c_threads import GNU_SOURCE, SPREAD_FUNCTION, THREADS_CLAU
 from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, RegTile, Simd, Unroll, decode, encode
 
 from . import c_accumulate, c_regblock, microkernel, pack
-from .c_expr import PRELUDE, BodyPrinter, ctype
+from .c_expr import PRELUDE, BodyPrinter, ctype, vector_math_prelude
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,7 @@ class AstPrinter:
         self.packed: Dict[str, pack.PackBuffer] = {}
         self.pack_scope: List[Tuple[str, str]] = []  # (parameter declaration, name)
         self.parallel_depth = 0
+        self.chunked_loops = 0  # innermost parallel loops outlined by chunks (_outline_chunks; PACK_PRELUDE's pt_chunk)
         self.nan_reductions = False  # a max/min reduction clause uses NAN_REDUCTION_PRELUDE's declarations
         self.allow_packs = outline  # the entry function owns the buffers; regions (C source) have none
 
@@ -371,6 +372,9 @@ class AstPrinter:
         if par:
             self.parallel_loops += 1
             if self.outline and not self.body.locals:
+                plain = [f"omp parallel for schedule(static){self.thread_clause}"]
+                if pragmas == plain and not guard and inc == "1" and _innermost_statements(n) is not None:
+                    return self._outline_chunks(it, init, cond, body, pragmas)
                 body = [self._outline(it, body)]
         loop = cgen.For(f"long {it} = {init}", cond, f"{it} += {inc}", cgen.Block(body))
         code = [cgen.Pragma(p) for p in pragmas] + [loop]
@@ -383,6 +387,29 @@ class AstPrinter:
             return [cgen.Block([cgen.Line(b) for b in before] + code + [cgen.Line(a) for a in after])]
         return code
 
+    def _outline_chunks(self, it: str, init: str, cond: str, body: List, pragmas: List[str]) -> List:
+        """An innermost parallel loop (``cond`` canonical): each thread's chunk of it as one loop in an
+        outlined function, which gcc vectorises (an elementwise ``exp`` over 2^20 floats called the
+        outlined body once per element: no vector code, a call per element)::
+
+            #pragma omp parallel for schedule(static)
+            for (long c0 = 0; c0 <= 1048575; c0 += pt_chunk(1048576))
+              pt_par0(X, E, c0, min(c0 + pt_chunk(1048576) - 1, 1048575));
+
+        ``pt_chunk`` is the iterations per thread, rounded up to 16 (PACK_PRELUDE).
+        """
+        op, bound = re.match(rf"^{re.escape(it)} (<=|<) (.*)$", cond).groups()
+        last = bound if op == "<=" else f"({bound}) - 1"
+        self.chunked_loops += 1
+        loop = cgen.For(f"long {it} = pt_lo", f"{it} <= pt_hi", f"{it} += 1", cgen.Block(body))
+        name, args = self._outlined_function([loop], ("pt_lo", "pt_hi"))
+        chunk = f"pt_cs{name[len('pt_par'):]}"
+        text = f"{name}({', '.join(args[:-2] + [it, f'min({it} + {chunk} - 1, {last})'])});"
+        region = cgen.For(f"long {it} = {init}", f"{it} <= {last}", f"{it} += {chunk}", cgen.Block([cgen.Line(text)]))
+        size = f"({last}) - ({init}) + 1"
+        return [cgen.Block([cgen.Line(f"const long {chunk} = pt_chunk({size});")]
+                           + [cgen.Pragma(p) for p in pragmas] + [region])]
+
     def _outline(self, it: str, body: List) -> cgen.Generable:
         """Move a parallel loop's body into its own function; return the call.
 
@@ -391,6 +418,12 @@ class AstPrinter:
         their accesses "complicated"); a separate function whose arrays are
         ``restrict`` parameters vectorises like serial code.
         """
+        name, args = self._outlined_function(body, (it,))
+        return cgen.Line(f"{name}({', '.join(args)});")
+
+    def _outlined_function(self, body: List, own: Sequence[str]) -> Tuple[str, List[str]]:
+        """Define ``body`` as a function taking the arrays it names, the enclosing iterators and
+        ``own`` (the loop's iterator, or its chunk's bounds); its name and the call's arguments."""
         name = f"pt_par{len(self.outlined)}"
         # Only what the body names is passed: passing every array to every region made the C text
         # (and the C compiler's time) grow with statements x regions, quadratically in program size.
@@ -401,13 +434,12 @@ class AstPrinter:
                 for k, (b, _) in enumerate(self.pack_buffers)]
         extra = [(d, v) for d, v in bufs + self.pack_scope if v in used]
         params = ([_param_type(a) for a in arrays] + [d for d, _ in extra]
-                  + [f"const long {x}" for x in self.scope + [it]])
+                  + [f"const long {x}" for x in self.scope + list(own)])
         fn = cgen.FunctionBody(
             cgen.Line(f"static __attribute__((noinline)) void {name}({', '.join(params) or 'void'})"),
             cgen.Block(body))
         self.outlined.append(fn)
-        args = [a.name for a in arrays] + [v for _, v in extra] + self.scope + [it]
-        return cgen.Line(f"{name}({', '.join(args)});")
+        return name, [a.name for a in arrays] + [v for _, v in extra] + self.scope + list(own)
 
     def _user(self, call: isl.AstExpr) -> cgen.Generable:
         name = call.op_get_arg(0).id_get_id().get_name()
@@ -586,8 +618,10 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     # A kernel with a parallel region also exports the runtime's spread region (SPREAD_FUNCTION): at the
     # end, so the entry stays the file's first function; its feature macro before every header.
     tail = SPREAD_FUNCTION if printer.parallel_loops else ""
-    prelude = (GNU_SOURCE if tail else "") + PRELUDE + (PACK_PRELUDE if printer.pack_buffers else "") \
+    prelude = (GNU_SOURCE if tail else "") + PRELUDE + (PACK_PRELUDE if printer.pack_buffers or printer.chunked_loops else "") \
         + (NAN_REDUCTION_PRELUDE if printer.nan_reductions else "")
+    if not printer.c_source:  # Tile kernels' libm calls may use glibc's vector variants (c_expr.LIBMVEC)
+        prelude += vector_math_prelude(set(re.findall(r"\b([a-z]+)\(", "".join(map(str, body)) + helpers)))
     if entry is None:
         # pt_<program name>, unless the file already defines that name: a program called par0 (par0.tile)
         # would clash with the outlined loop pt_par0, one called max_float32 with a prelude helper.
@@ -633,6 +667,8 @@ static inline int pt_max_threads(void) { return omp_get_max_threads(); }
 static inline int pt_thread_num(void) { return 0; }
 static inline int pt_max_threads(void) { return 1; }
 #endif
+/* Iterations per thread of a loop of n, rounded up to 16 (a chunked parallel loop's step). */
+static inline long pt_chunk(long n) { long p = pt_max_threads(), c = (n + p - 1) / p; return c < 16 ? 16 : (c + 15) / 16 * 16; }
 """
 
 

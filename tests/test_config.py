@@ -16,7 +16,7 @@ def test_defaults():
     cfg = Config.from_env({})
     assert cfg.cache_dir == Path("~/.cache/polytile").expanduser()
     assert cfg.debug == 0
-    assert cfg.cflags == DEFAULT_CFLAGS == ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared")
+    assert cfg.cflags == DEFAULT_CFLAGS == ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fPIC", "-shared")
     assert cfg.num_threads is None
     expected_cc = "cc" if shutil.which("cc") else ("gcc" if shutil.which("gcc") else "cc")
     assert cfg.cc == expected_cc
