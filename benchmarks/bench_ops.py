@@ -1,0 +1,94 @@
+"""Reductions, pooling and elementwise Tile programs against numpy: the shapes that are not a GEMM.
+
+    python benchmarks/bench_ops.py                     # seven workloads, ~2 minutes
+    python benchmarks/bench_ops.py --only matvec softmax
+
+Each row is an ``examples/`` program at the size below, float32 standard normal inputs, compiled with
+the default schedule, against the numpy formulation a user would write (one call each):
+
+* ``matvec`` 4096 x 4096 @ 4096: ``A @ x`` (BLAS sgemv);
+* ``row_sum`` 2048 x 2048: ``I.sum(axis=1)``;
+* ``dot`` 2^20: ``numpy.dot``;
+* ``maxpool`` 2x2 over 8 x 64 x 64 x 32 (NHWC): ``I.reshape(8, 32, 2, 32, 2, 32).max(axis=(2, 4))``;
+* ``softmax`` 1024 x 1024 over rows: ``exp(X - max) / sum``;
+* ``elementwise_chain`` 2^20: ``where(X >= Y, exp(-|X|) + tanh(X) sigmoid(Y), sqrt|XY| - tanh(X) sigmoid(Y))``;
+* ``min_plus`` 256^3 (tropical matmul): ``(A[:, :, None] + B[None]).min(axis=1)``.
+
+These run on the paths the register tiles do not take: sums into one cell in SIMD lanes
+(``codegen/c_accumulate.py``), unit-stride output loops innermost (``scheduling.vector_inner``),
+innermost parallel loops outlined by chunks and libm's vector variants (``codegen/c_expr.LIBMVEC``).
+"GFLOP/s" counts the arithmetic of the program (an exp as one operation).  Method: ``bench_all.py``'s
+docstring (interleaved rounds, numpy in worker processes, both OpenBLAS core types).  The target is
+parity with numpy (1.0x).  Writes ``benchmarks/results/cpu_ops.json``.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+import _common
+import bench_all
+
+
+def matvec(A, x):
+    return A @ x
+
+
+def row_sum(I):
+    return I.sum(axis=1)
+
+
+def dot(x, y):
+    return np.dot(x, y)
+
+
+def maxpool(I):
+    n, h, w, c = I.shape
+    return I.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
+
+def softmax(X):
+    E = np.exp(X - X.max(axis=1, keepdims=True))
+    return E / E.sum(axis=1, keepdims=True)
+
+
+def elementwise_chain(X, Y):
+    T = np.tanh(X) / (1 + np.exp(-Y))
+    return np.where(X >= Y, np.exp(-np.abs(X)) + T, np.sqrt(np.abs(X * Y)) - T)
+
+
+def min_plus(A, B):
+    return (A[:, :, None] + B[None, :, :]).min(axis=1)
+
+
+BASELINES = {f.__name__: f for f in (matvec, row_sum, dot, maxpool, softmax, elementwise_chain, min_plus)}
+
+
+def workloads(args):
+    ex = _common.EXAMPLES
+    rows = [
+        ("matvec", "4096x4096 @ 4096", "M=4096,N=4096", [(4096, 4096), (4096,)], 2 * 4096 * 4096),
+        ("row_sum", "2048x2048", "M=2048,N=2048", [(2048, 2048)], 2048 * 2048),
+        ("dot", "2^20", "L=1048576", [(1 << 20,), (1 << 20,)], 2 << 20),
+        ("maxpool", "8x64x64x32, 2x2", "N=8,H=64,W=64,C=32", [(8, 64, 64, 32)], 8 * 64 * 64 * 32),
+        ("softmax", "1024x1024", "M=1024,N=1024", [(1024, 1024)], 5 * 1024 * 1024),
+        ("elementwise_chain", "2^20", "N=1048576", [(1 << 20,), (1 << 20,)], 16 << 20),
+        ("min_plus", "256^3", "M=256,K=256,N=256", [(256, 256), (256, 256)], 2 * 256 ** 3),
+    ]
+    out = []
+    for name, shape, dims, shapes, flops in rows:
+        if args.only and name not in args.only:
+            continue
+        out.append(bench_all.Workload(name, shape, ex / f"{name}.tile", dims, shapes, BASELINES[name], (name,),
+                                      flops, target=1.0))
+    return out
+
+
+def extra(p):
+    p.add_argument("--only", nargs="+", choices=sorted(BASELINES), help="run only these workloads")
+
+
+if __name__ == "__main__":
+    sys.exit(bench_all.main(__file__, __doc__.splitlines()[0], "cpu_ops.json", workloads, BASELINES,
+                            extra_args=extra))

@@ -1,0 +1,53 @@
+"""bench_ops's numpy baselines compute what its Tile programs compute (a benchmark against a different
+computation would measure nothing): each baseline against the oracle on small, odd shapes."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polytile
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+
+SMALL = {  # the workload's dims, small and odd where the program allows
+    "matvec": "M=37,N=53", "row_sum": "M=9,N=70", "dot": "L=1001", "maxpool": "N=2,H=6,W=10,C=7",
+    "softmax": "M=5,N=33", "elementwise_chain": "N=999", "min_plus": "M=7,K=9,N=11",
+}
+
+
+@pytest.fixture(scope="module")
+def bench_ops():
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_ops_under_test", BENCH / "bench_ops.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["bench_ops_under_test"] = mod
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.path.remove(str(BENCH))
+        sys.modules.pop("bench_ops_under_test", None)
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_baseline_computes_the_program(bench_ops, name):
+    program = ROOT / "examples" / f"{name}.tile"
+    prog = polytile.load_program(program)
+    if name == "elementwise_chain":  # X has no declared dimensions: it takes Y's
+        shapes = [(999,), (999,)]
+    else:
+        shapes = polytile.shapes_from_dims(prog, polytile.parse_dims(SMALL[name]))
+    rng = np.random.default_rng(0)
+    ins = [rng.standard_normal(s) for s in shapes]
+    want = polytile.reference(program, *ins)
+    got = bench_ops.BASELINES[name](*ins)
+    np.testing.assert_allclose(got, np.asarray(want).reshape(np.shape(got)), rtol=1e-12, atol=1e-12)
+
+
+def test_every_baseline_has_a_workload(bench_ops):
+    class Args:
+        only = None
+    assert sorted(w.family for w in bench_ops.workloads(Args())) == sorted(bench_ops.BASELINES) == sorted(SMALL)
