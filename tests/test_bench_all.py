@@ -1,25 +1,12 @@
 """bench_all's verdicts: judged against the faster of numpy's two OpenBLAS core types (no timing here)."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+from helpers_inputs import bench_module
 
 
 @pytest.fixture(scope="module")
 def bench_all():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_all_under_test", BENCH / "bench_all.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["bench_all_under_test"] = mod  # its dataclasses look their module up here
-        spec.loader.exec_module(mod)
+    with bench_module("bench_all") as mod:
         yield mod
-    finally:
-        sys.path.remove(str(BENCH))
-        sys.modules.pop("bench_all_under_test", None)
 
 
 def _record(mod, as_set, other, polytile):
@@ -50,16 +37,11 @@ def test_faster_numpy_without_timings(bench_all):
 
 
 def test_contention_times_numpy_with_the_faster_core_type(bench_all):
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_contention_under_test", BENCH / "bench_contention.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["bench_contention_under_test"] = mod
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(BENCH))
-        sys.modules.pop("bench_contention_under_test", None)
+    with bench_module("bench_contention") as mod:
+        _check_faster_worker(mod)
 
+
+def _check_faster_worker(mod):
     class FakeWorker:
         def __init__(self, label, per_call):
             self.label, self.per_call, self.asked = label, per_call, []
@@ -81,14 +63,10 @@ def test_contention_times_numpy_with_the_faster_core_type(bench_all):
 def test_spread_table_reports_every_subjects_calls_and_min_max(bench_all):
     """Issue 14 asks for the batched kernel's min-max over 20 calls or more: each timed subject's calls,
     median, min and max are printed."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import _cpu_tables
-    finally:
-        sys.path.remove(str(BENCH))
     timings = {"polytile": {"runs": 2540, "median_s": 1.91e-4, "min_s": 1.88e-4, "max_s": 2.818e-3},
                "numpy[1]:matmul": {"runs": 1890, "median_s": 2.71e-4, "min_s": 2.47e-4, "max_s": 5.21e-4}}
-    text = _cpu_tables.spread_table([{"family": "batched matmul", "shape": "32x(128x64 @ 64x128)", "timings": timings}])
+    with bench_module("_cpu_tables") as tables:
+        text = tables.spread_table([{"family": "batched matmul", "shape": "32x(128x64 @ 64x128)", "timings": timings}])
     lines = text.splitlines()
     assert "calls" in lines[0] and "min ms" in lines[0] and "max ms" in lines[0]
     row = next(l for l in lines if "polytile" in l).split()

@@ -1,16 +1,14 @@
 """bench_ops's numpy baselines compute what its Tile programs compute (a benchmark against a different
 computation would measure nothing): each baseline against the oracle on small, odd shapes."""
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import polytile
+from helpers_inputs import bench_module
 
 ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "benchmarks"
 
 SMALL = {  # the workload's dims, small and odd where the program allows
     "matvec": "M=37,N=53", "row_sum": "M=9,N=70", "dot": "L=1001", "maxpool": "N=2,H=6,W=10,C=7",
@@ -20,16 +18,8 @@ SMALL = {  # the workload's dims, small and odd where the program allows
 
 @pytest.fixture(scope="module")
 def bench_ops():
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_ops_under_test", BENCH / "bench_ops.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["bench_ops_under_test"] = mod
-        spec.loader.exec_module(mod)
+    with bench_module("bench_ops") as mod:
         yield mod
-    finally:
-        sys.path.remove(str(BENCH))
-        sys.modules.pop("bench_ops_under_test", None)
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))

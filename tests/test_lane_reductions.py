@@ -8,6 +8,7 @@ import pytest
 
 import polytile
 from polytile.scheduling.core import SIMD_REDUCTION_DTYPES
+from helpers_inputs import small_int_inputs
 
 CASES = {
     # program, dims (odd sizes: lanes split unevenly, a remainder loop runs)
@@ -18,20 +19,12 @@ CASES = {
 }
 
 
-def _inputs(program, dims, dtype, seed=0):
-    prog = polytile.load_program(program)
-    shapes = polytile.shapes_from_dims(prog, polytile.parse_dims(dims))
-    rng = np.random.default_rng(seed)
-    lo = 0 if dtype.startswith("uint") else -4
-    return [rng.integers(lo, 5, size=s).astype(dtype) for s in shapes]
-
-
 @pytest.mark.parametrize("target", ["openmp", "llvm"])
 @pytest.mark.parametrize("dtype", SIMD_REDUCTION_DTYPES)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_lane_sums_match_the_oracle(name, dtype, target):
     program, dims = CASES[name]
-    ins = _inputs(program, dims, dtype)
+    ins = small_int_inputs(program, dims, dtype)
     got = polytile.compile(program, target=target)(*ins)
     want = polytile.reference(program, *ins)
     for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):

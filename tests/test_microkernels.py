@@ -8,6 +8,7 @@ import pytest
 
 import polytile
 from polytile import autotile, hardware
+from helpers_inputs import small_int_inputs
 
 DESCRIPTORS = ["x86-avx2", "x86-avx512", "host"]
 DTYPES = ["float32", "float64", "int32", "int64"]
@@ -17,14 +18,6 @@ PROGRAMS = {
     "conv2d": ("examples/conv2d.tile", "N=1,H=13,W=21,CI=19,KH=3,KW=3,CO=35"),
     "batched": ("examples/batched_matmul.tile", "NB=3,M=19,N=41,K=17"),
 }
-
-
-def _inputs(program, dims, dtype, seed=0):
-    prog = polytile.load_program(program)
-    shapes = polytile.shapes_from_dims(prog, polytile.parse_dims(dims))
-    rng = np.random.default_rng(seed)
-    # Small integers: every product and sum is exact in every dtype, so results compare exactly.
-    return [rng.integers(-3, 4, size=s).astype(dtype) for s in shapes]
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
@@ -48,7 +41,7 @@ def test_the_register_block_follows_the_descriptor(name):
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_micro_kernels_match_the_oracle_on_odd_shapes(name, dtype, hw_name):
     path, dims = PROGRAMS[name]
-    arrays = _inputs(path, dims, dtype)
+    arrays = small_int_inputs(path, dims, dtype)
     k = polytile.compile(path, hardware=hw_name)
     got = k(*arrays)
     want = polytile.reference(path, *arrays)
@@ -156,7 +149,7 @@ def test_column_vectors_stay_in_registers():
     load into each row's multiply-add), and the macro is a no-op where the build's ISA lacks vectors
     that wide: an AVX-512 descriptor built without -march=native still compiles and is right."""
     path, dims = PROGRAMS["matmul"]
-    arrays = _inputs(path, dims, "float32")
+    arrays = small_int_inputs(path, dims, "float32")
     k = polytile.compile(path, hardware="x86-avx512")
     src = k.source(*arrays)
     assert "#define PT_IN_REGISTER(x) __asm__" in src and "defined(__AVX512F__)" in src
