@@ -392,11 +392,13 @@ class AstPrinter:
         outlined function, which gcc vectorises (an elementwise ``exp`` over 2^20 floats called the
         outlined body once per element: no vector code, a call per element)::
 
-            #pragma omp parallel for schedule(static)
-            for (long c0 = 0; c0 <= 1048575; c0 += pt_chunk(1048576))
-              pt_par0(X, E, c0, min(c0 + pt_chunk(1048576) - 1, 1048575));
+            { const long pt_cs0 = pt_chunk((1048575) - (0) + 1);
+              #pragma omp parallel for schedule(static)
+              for (long c0 = 0; c0 <= 1048575; c0 += pt_cs0)
+                pt_par0(X, E, c0, min(c0 + pt_cs0 - 1, 1048575)); }
 
-        ``pt_chunk`` is the iterations per thread, rounded up to 16 (PACK_PRELUDE).
+        ``pt_chunk`` is the iterations per thread, rounded up to 16 (PACK_PRELUDE); ``pt_par0`` loops
+        ``for (c0 = pt_lo; c0 <= pt_hi; c0 += 1)`` over the statement.
         """
         op, bound = re.match(rf"^{re.escape(it)} (<=|<) (.*)$", cond).groups()
         last = bound if op == "<=" else f"({bound}) - 1"
