@@ -400,8 +400,7 @@ class AstPrinter:
         ``pt_chunk`` is the iterations per thread, rounded up to 16 (PACK_PRELUDE); ``pt_par0`` loops
         ``for (c0 = pt_lo; c0 <= pt_hi; c0 += 1)`` over the statement.
         """
-        op, bound = re.match(rf"^{re.escape(it)} (<=|<) (.*)$", cond).groups()
-        last = bound if op == "<=" else f"({bound}) - 1"
+        last = _last_iteration(cond, it)
         self.chunked_loops += 1
         loop = cgen.For(f"long {it} = pt_lo", f"{it} <= pt_hi", f"{it} += 1", cgen.Block(body))
         name, args = self._outlined_function([loop], ("pt_lo", "pt_hi"))
@@ -501,8 +500,15 @@ def _is_box(dom: isl.Set) -> bool:
 
 def _canonical(cond: str, it: str) -> bool:
     """OpenMP wants ``it <op> bound`` with a loop-invariant bound."""
+    return _last_iteration(cond, it) is not None
+
+
+def _last_iteration(cond: str, it: str) -> Optional[str]:
+    """The last value of ``it`` under a canonical ``cond`` (``it <= b``: ``b``; ``it < b``: ``(b) - 1``), else None."""
     m = re.match(rf"^{re.escape(it)} (<=|<) (.*)$", cond)
-    return bool(m) and not re.search(rf"\b{re.escape(it)}\b", m.group(2))
+    if not m or re.search(rf"\b{re.escape(it)}\b", m.group(2)):
+        return None
+    return m.group(2) if m.group(1) == "<=" else f"({m.group(2)}) - 1"
 
 
 def _innermost_statements(n: isl.AstNode) -> Optional[List[isl.AstExpr]]:
@@ -623,7 +629,7 @@ def generate(scop: Scop, schedule: Optional[isl.Schedule] = None, *, entry: Opti
     prelude = (GNU_SOURCE if tail else "") + PRELUDE + (PACK_PRELUDE if printer.pack_buffers or printer.chunked_loops else "") \
         + (NAN_REDUCTION_PRELUDE if printer.nan_reductions else "")
     if not printer.c_source:  # Tile kernels' libm calls may use glibc's vector variants (c_expr.LIBMVEC)
-        prelude += vector_math_prelude(set(re.findall(r"\b([a-z]+)\(", "".join(map(str, body)) + helpers)))
+        prelude += vector_math_prelude(printer.body.libm)
     if entry is None:
         # pt_<program name>, unless the file already defines that name: a program called par0 (par0.tile)
         # would clash with the outlined loop pt_par0, one called max_float32 with a prelude helper.

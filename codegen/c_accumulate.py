@@ -91,25 +91,33 @@ def simd_accumulator(printer, n: isl.AstNode, it: str, marks: Tuple[Mark, ...]) 
     return {st.name: acc}, kept + (clause,), before, [f"{lhs} {'*=' if op == '*=' else '+='} {acc};"]
 
 
-def lane_reduction(printer, n: isl.AstNode, it: str) -> Optional[Simd]:
-    """The ``simd op:A`` mark a plain innermost loop ``n`` gets by default, or None: its body is one
-    Tile contraction that sums into a cell ``it`` does not move (``tile_simd_reduction_blocker``
-    says which sums may be split into lanes).  ``printer`` has the C printer's ``stmts``, ``arrays``
-    and ``body.locals`` (the llvm emitter asks too: it lets LLVM reassociate such a sum).
-
-    >>> # for (c1 ...) { const long i = c0; const long j = c1; Y[i] += (A[i][j] * X[j]); }  -> simd +:Y
-    """
-    if n.for_is_degenerate():
-        return None
+def _tile_sum(printer, n: isl.AstNode, it: str):
+    """``(call, statement, binds)`` when loop ``n``'s body is one Tile contraction summing into a cell that
+    ``it`` does not move, in a way that may be split into lanes (``tile_simd_reduction_blocker``); else None."""
     call, st = _one_statement(printer, n)
-    if st is None or st.c_text is not None or not st.is_reduction or st.body.array in printer.body.locals:
+    if st is None or st.c_text is not None or st.body.array in printer.body.locals:
         return None
     if tile_simd_reduction_blocker(st, printer.arrays[st.body.array].dtype):
         return None
     binds = {v: _c(call.op_get_arg(i + 1)) for i, v in enumerate(st.iters)}
-    if not any(re.search(rf"\b{re.escape(it)}\b", e) for e in binds.values()):
-        return None
     if _moves(it, binds, _cell_iterators(st)):
+        return None
+    return call, st, binds
+
+
+def lane_reduction(printer, n: isl.AstNode, it: str) -> Optional[Simd]:
+    """The ``simd op:A`` mark a plain innermost loop ``n`` gets by default, or None: its body is one
+    Tile contraction that sums into a cell ``it`` does not move (:func:`_tile_sum`).  ``printer`` has
+    the C printer's ``stmts``, ``arrays`` and ``body.locals`` (the llvm emitter asks too: it lets LLVM
+    reassociate such a sum).
+
+    >>> # for (c1 ...) { const long i = c0; const long j = c1; Y[i] += (A[i][j] * X[j]); }  -> simd +:Y
+    """
+    found = None if n.for_is_degenerate() else _tile_sum(printer, n, it)
+    if found is None:
+        return None
+    _, st, binds = found
+    if not any(re.search(rf"\b{re.escape(it)}\b", e) for e in binds.values()):
         return None
     return Simd((Reduction(st.body.reduce, st.body.array),))
 
@@ -132,22 +140,16 @@ def tile_accumulator(printer, n: isl.AstNode, it: str, marks: Tuple[Mark, ...], 
     the cell's iterators as a statement line does.
     """
     kept = tuple(m for m in marks if m is not simd)
-    call, st = _one_statement(printer, n) if len(simd.reductions) == 1 else (None, None)
-    if (st is None or st.c_text is not None or simd.reductions[0][1] != st.body.array
-            or st.body.array in printer.body.locals
-            or tile_simd_reduction_blocker(st, printer.arrays[st.body.array].dtype)):
+    found = _tile_sum(printer, n, it) if len(simd.reductions) == 1 else None
+    if found is None or simd.reductions[0][1] != found[1].body.array:
         printer.notes.append(f"simd reduction into {simd.reductions[0][1]} dropped: the loop body is not one "
-                             "Tile contraction updating one cell")
+                             "Tile contraction summing into one cell the loop does not move")
         return {}, kept, [], []
-    binds = {v: _c(call.op_get_arg(i + 1)) for i, v in enumerate(st.iters)}
-    used = _cell_iterators(st)
-    if _moves(it, binds, used):
-        printer.notes.append(f"simd reduction into {st.body.array} dropped: its cell moves with loop {it}")
-        return {}, kept, [], []
+    _, st, binds = found
     dtype, op = printer.arrays[st.body.array].dtype, st.body.reduce
     acc = f"pt_acc{printer.accumulators}"
     printer.accumulators += 1
     before = [f"{ctype(dtype)} {acc} = {c_const(0 if op == '+' else 1, dtype)};"]
-    cell = " ".join([f"const long {v} = {binds[v]};" for v in used]
+    cell = " ".join([f"const long {v} = {binds[v]};" for v in _cell_iterators(st)]
                     + [f"{printer.body.access(st.body.array, st.body.index)} {op}= {acc};"])
     return {st.name: acc}, kept + (Simd((Reduction(op, acc),)),), before, [f"{{ {cell} }}"]

@@ -171,6 +171,7 @@ class BodyPrinter:
     def __init__(self, arrays: Dict[str, Array]):
         self.arrays = arrays
         self.locals: Dict[str, str] = {}  # array -> scalar replacing it (array contraction)
+        self.libm: set = set()  # the libm functions the rendered code calls (expf, tanh, ...: vector_math_prelude)
 
     def access(self, array: str, index) -> str:
         if array in self.locals:
@@ -243,6 +244,7 @@ class BodyPrinter:
         if f in ("exp", "log", "sqrt", "tanh", "sin", "cos", "tan", "sinh", "cosh", "asin", "acos", "atan", "erf",
                  "floor", "ceil", "round", "pow"):
             name = "pt_round" if f == "round" else math_name
+            self.libm.add(name + suffix)  # suffix "f" for float32 only: the double function otherwise
             if isf:
                 return f"{name}{suffix}({', '.join(args)})"
             # An integer argument: computed in double, truncated back (the oracle's rule).
@@ -262,6 +264,7 @@ class BodyPrinter:
         if f == "relu":
             return back(f"pt_relu_{h}({hargs[0]})")
         if f == "sigmoid":
+            self.libm.add("exp" + suffix)
             return f"({one} / ({one} + exp{suffix}(-{args[0]})))"
         if f == "recip":
             return f"({one} / {args[0]})" if isf else f"pt_div_{d}({one}, {args[0]})"

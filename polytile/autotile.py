@@ -340,10 +340,11 @@ def pack_seconds(s: Schedule, cfg: TileConfig, hw: CPUDescriptor) -> float:
     array, at its bandwidth (all cores' when the nest has a parallel loop: the copies
     are split over the threads).  The writes are not counted: the panel is read right
     after, from where they left it.  (Counting them at the level a panel fits made
-    SGEMM 1024^3 prefer kc = 64 over kc = 256 for its 256 KiB panels, 10-20% slower.)  The blocked nest's prediction
-    (``cost.predict_config``) leaves the copies out; this term keeps the ranking from
-    choosing a panel copied once per row of a convolution over one copied once
-    (1x14x14x256: the filter, 2.4 MB, would be copied 384 times per call).
+    SGEMM 1024^3 prefer kc = 64 over kc = 256 for its 256 KiB panels, 10-20% slower.)
+    The blocked nest's prediction (``cost.predict_config``) leaves the copies out; this
+    term keeps the ranking from choosing a panel copied once per row of a convolution
+    over one copied once (1x14x14x256: the filter, 2.4 MB, would be copied 384 times
+    per call).
 
         >>> # pack_seconds(s, cfg, hw) == 0.0 when cfg packs nothing
     """

@@ -654,7 +654,7 @@ def tile_simd_reduction_blocker(st, dtype: str) -> str:
         return f"{st.name} aggregates with {body.reduce!r}: only + and * reductions are vectorised"
     if dtype not in SIMD_REDUCTION_DTYPES:
         return f"{st.name} accumulates {dtype}: SIMD reductions hold {', '.join(SIMD_REDUCTION_DTYPES)}"
-    if any(isinstance(x, B.Load) and x.array == body.array for x in B.walk(body.value)):
+    if any(ld.array == body.array for ld in B.loads(body.value)):
         return f"{st.name} reads {body.array!r}, the array it accumulates into"
     return ""
 

@@ -22,6 +22,7 @@ import islpy as isl
 
 from ..errors import IllegalSchedule, ScheduleError
 from ..isl_parts import sets_of
+from ..poly import body as B
 from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, range_map
 from .marks import NO_LOOP, RegTile
 
@@ -634,8 +635,6 @@ def pack(s: Schedule, stmt: str, loop: str, array: str, *, dim: int, block: int)
 
 
 def _walk_iters(e):
-    from ..poly import body as B
-
     return [x for x in B.walk(e) if isinstance(x, B.Iter)]
 
 
@@ -675,9 +674,7 @@ def auto_parallel(s: Schedule) -> Schedule:
 def _unit_or_invariant(e_list, it: str) -> bool:
     """Whether an index (a list of subscript expressions) moves by one element along ``it`` or not at all:
     ``it`` (plus a constant) as the last subscript and nowhere else, or absent."""
-    from ..poly import body as B
-
-    uses = [k for k, e in enumerate(e_list) if any(isinstance(x, B.Iter) and x.name == it for x in B.walk(e))]
+    uses = [k for k, e in enumerate(e_list) if any(x.name == it for x in _walk_iters(e))]
     if not uses:
         return True
     if uses != [len(e_list) - 1]:
@@ -704,8 +701,6 @@ def vector_inner(s: Schedule) -> Schedule:
 
     >>> # maxpool S0: n, y, x, c, i, j  ->  n, y, x, i, j, c
     """
-    from ..poly import body as B
-
     out = s
     tiled = {m[0] for m in s.marks if m[2] == REGTILE}
     for name, _ in s.stmts:
@@ -713,7 +708,7 @@ def vector_inner(s: Schedule) -> Schedule:
         loops = _loops_in(out, name)
         if st.c_text is not None or not st.is_reduction or name in tiled or len(loops) < 2:
             continue
-        dim, inner = loops[-1]
+        dim = loops[-1][0]
         if out.carried([name], dim, out.deps.reduction).is_empty():
             continue  # the innermost loop already moves the cell
         if any(len(out.group(name, d)) > 1 for d, _ in loops):
@@ -723,7 +718,7 @@ def vector_inner(s: Schedule) -> Schedule:
             continue
         it = index[-1].name
         names = [n for _, n in loops]
-        reads = [ld.index for ld in B.walk(st.body.value) if isinstance(ld, B.Load)]
+        reads = [ld.index for ld in B.loads(st.body.value)]
         if it not in names or not all(_unit_or_invariant(list(r), it) for r in reads + [index]):
             continue
         if any(m[0] == name and m[1] == it and m[2] == PARALLEL for m in out.marks):
