@@ -210,9 +210,7 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
         plan = microkernel.analyse(gen.stmts, gen.arrays, n, mark)
         _check_vectorisable(plan.st.body.value, plan.dtype)
         # Everything evaluated before the tile's first block: a name out of scope falls back cleanly.
-        (_, _, _, inode), (_, _, _, jnode) = plan.block
-        i0, j0 = gen.aexpr(inode.for_get_init()), gen.aexpr(jnode.for_get_init())
-        iub, jub = _upper(gen, inode), _upper(gen, jnode)
+        (i0, iub), (j0, jub) = (_bounds(gen, plan, k, role) for k, role in enumerate((mark.rows, mark.cols)))
         env = {v: gen.aexpr(plan.call.op_get_arg(k + 1)) for k, v in enumerate(plan.st.iters)
                if v not in (mark.rows, mark.cols) and not plan.uses_red(plan.args[v])}
     except (microkernel.Fallback, _Unbound) as why:
@@ -233,12 +231,24 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
                   b.and_(b.icmp_signed(">=", cols, one), b.icmp_signed("<=", cols, ir.Constant(I64, mark.nr))))
     body = plan.st.body
     for ld in [B.Load(body.array, tuple(body.index), plan.dtype)] + plan.per_v + plan.per_rv:
-        e = gen.body.as_type(ld.index[-1], "int64", {**env, mark.rows: i0, mark.cols: shifted})
+        e = gen.body.as_type(ld.index[microkernel.column_axis(ld, mark.cols)], "int64",
+                             {**env, mark.rows: i0, mark.cols: shifted})
         edge = b.and_(edge, b.icmp_signed(">=", e, ir.Constant(I64, 0)))
     gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0),
              lambda: gen.when(edge, lambda: _fast(gen, plan, mark, env, i0, shifted, (rows, b.sub(j0, shifted))),
                               generic))
     return True
+
+
+def _bounds(gen, plan: microkernel.Plan, k: int, role: str) -> Tuple[ir.Value, ir.Value]:
+    """First and last value of a block loop; both the statement's argument where isl left the loop
+    out (one iteration, microkernel.chain)."""
+    node = plan.block[k][3]
+    if node is None:
+        arg = gen.aexpr(plan.call.op_get_arg(1 + plan.st.iters.index(role)))
+        return arg, arg
+    first = gen.aexpr(node.for_get_init())
+    return first, (first if node.for_is_degenerate() else _upper(gen, node))
 
 
 def _upper(gen, node: isl.AstNode) -> ir.Value:
@@ -352,6 +362,17 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         off = b.add(b.add(off, _offset(gen, pk.buf, t)), ir.Constant(I64, lane) if isinstance(lane, int) else lane)
         return b.gep(vals[pk.buf.name], [off], inbounds=True)
 
+    def gather(ld: B.Load, v: int, inner_env) -> ir.Value:
+        """Vector ``v`` of a strided column operand (``B[j][k]``) read lane by lane: its columns are
+        ``j0 + v*V + x``, not adjacent in memory (microkernel.Plan.strided)."""
+        b = gen.b
+        vec = ir.Constant(vt, ir.Undefined)
+        for x in range(V):
+            where = {**inner_env, iname: i0, jname: b.add(j0, ir.Constant(I64, v * V + x))}
+            elem = gen.body.load_elem(gen.body.access(ld.array, ld.index, where), ld.dtype)
+            vec = b.insert_element(vec, elem, ir.Constant(I32, x))
+        return vec
+
     def inner_body(use_packs: bool, inner_env, pack_cols: bool = True) -> None:
         b = gen.b
         values: Dict[Tuple[B.Load, int, int], ir.Value] = {}
@@ -361,10 +382,12 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         for v in range(NV):
             for ld in plan.per_v:
                 if use_packs and pack_cols and ld in packed:
-                    ptr = packed_address(ld, v * V, inner_env)
+                    values[(ld, 0, v)] = vload(packed_address(ld, v * V, inner_env))
+                elif ld in plan.strided:
+                    values[(ld, 0, v)] = gather(ld, v, inner_env)
                 else:
                     ptr = gen.body.access(ld.array, ld.index, {**inner_env, **_shift(gen, at(0, v), iname, jname)})
-                values[(ld, 0, v)] = vload(ptr)
+                    values[(ld, 0, v)] = vload(ptr)
         for r in range(MR):
             for ld in plan.per_r:
                 if use_packs and ld in packed:

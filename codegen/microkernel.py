@@ -131,7 +131,9 @@ class Plan:
     ``(it, init, cond, inc)``; ``block`` the two block loops ``(it, lower bound, upper bound, node)``
     (inclusive C bounds); ``args`` the statement's iterators as C texts of the AST iterators;
     the loads of the value are split by what they vary with (``per_k``: neither block loop,
-    ``per_r``: the rows only, ``per_v``: the columns only, ``per_rv``: both).
+    ``per_r``: the rows only, ``per_v``: the columns only, ``per_rv``: both).  ``strided`` are the
+    ``per_v`` loads whose column axis is not their last (``B[j][k]`` of ``A @ B.T``): a packed sliver
+    makes them unit-stride; unpacked, each vector is gathered lane by lane.
     """
 
     red_loops: List[Tuple[isl.AstNode, str, str, str, str]]
@@ -146,6 +148,7 @@ class Plan:
     per_v: List[B.Load]
     per_rv: List[B.Load]
     names: Dict[B.Load, str]
+    strided: Tuple[B.Load, ...] = ()
 
     @property
     def red_iters(self) -> set:
@@ -165,8 +168,8 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
     if NO_LOOP in (iname, jname):
         raise _Fallback("a one-dimensional block (C statements' blocks only, codegen/c_regblock.py)")
     red_loops, block, call, st, args = chain(stmts, n, mark)
-    (ci, _, _, _), (_, jlb, jub, _) = block
-    if any(mentions(text, ci) for text in (jlb, jub)):
+    (ci, _, _, inode), (_, jlb, jub, _) = block
+    if inode is not None and any(mentions(text, ci) for text in (jlb, jub)):
         raise _Fallback("the column loop's bounds depend on the row loop (a triangular block)")
     body = st.body
     dtype = arrays[body.array].dtype
@@ -182,18 +185,32 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
     # Classify the loads of the value.
     loads: List[B.Load] = []
     _collect_loads(body.value, loads)
-    per_k, per_r, per_v, per_rv = [], [], [], []
+    per_k, per_r, per_v, per_rv, strided = [], [], [], [], []
     for ld in loads:
         dj = any(_depends(e, jname) for e in ld.index)
         di = any(_depends(e, iname) for e in ld.index)
         if dj:
-            if not _is_iter_plus_const(ld.index[-1], jname) or any(_depends(e, jname) for e in ld.index[:-1]):
+            axis = column_axis(ld, jname)
+            if axis is None or (axis != len(ld.index) - 1 and di):
                 raise _Fallback(f"load of {ld.array} is not unit-stride along {jname}")
+            if axis != len(ld.index) - 1:
+                strided.append(ld)
         (per_rv if (di and dj) else per_v if dj else per_r if di else per_k).append(ld)
     names: Dict[B.Load, str] = {}
     for k, ld in enumerate(loads):
         names[ld] = ("s" if ld in per_k else "a" if ld in per_r else "b" if ld in per_v else "x") + str(k)
-    return Plan(red_loops, block, call, st, args, dtype, loads, per_k, per_r, per_v, per_rv, names)
+    return Plan(red_loops, block, call, st, args, dtype, loads, per_k, per_r, per_v, per_rv, names, tuple(strided))
+
+
+def column_axis(ld: B.Load, jname: str) -> Optional[int]:
+    """The one axis of ``ld`` that moves with the column loop ``jname``, indexed ``j + c``; else None.
+
+    >>> # B[k][j + 1] -> 1;  B[j][k] -> 0 (a strided column operand);  B[j][j] -> None
+    """
+    axes = [d for d, e in enumerate(ld.index) if _depends(e, jname)]
+    if len(axes) != 1 or not _is_iter_plus_const(ld.index[axes[0]], jname):
+        return None
+    return axes[0]
 
 
 def chain(stmts, n: isl.AstNode, mark: RegTile):
@@ -203,7 +220,9 @@ def chain(stmts, n: isl.AstNode, mark: RegTile):
     (unit steps, bounds free of the reduction loops; the column loop's may move with the row loop's
     iterator, a triangular block), then one statement whose iterators the block
     loops are; otherwise :class:`_Fallback` (shared by the vector and the C-text emitters).  A role
-    that is :data:`~polytile.scheduling.marks.NO_LOOP` has no loop and ``None`` in ``block``.
+    that is :data:`~polytile.scheduling.marks.NO_LOOP` has no loop and ``None`` in ``block``; a role
+    whose loop isl left out (one iteration) has ``(value, value, value, None)``, the statement's
+    argument as its bounds.
     """
     nred, iname, jname = mark.reduction_loops, mark.rows, mark.cols
     # Walk the chain: nred reduction loops, then the i and j block loops, then one statement.
@@ -217,30 +236,42 @@ def chain(stmts, n: isl.AstNode, mark: RegTile):
         it = _c(node.for_get_iterator())
         red_loops.append((node, it, _c(node.for_get_init()), _c(node.for_get_cond()), _c(node.for_get_inc())))
         node = node.for_get_body()
+    # Then the block loops, then the statement.  isl leaves out a block loop of one iteration
+    # (mr = 1 under a row tile of one row: the row is the tile loop's iterator); that role's
+    # block is the statement's iterator as isl computes it, fixed over the block.
     found = []
-    roles = [r for r in (iname, jname) if r != NO_LOOP]
-    for _ in roles:
+    while True:
         while node.get_type() == isl.ast_node_type.mark:
             node = node.mark_get_node()
-        if node.get_type() != isl.ast_node_type.for_ or node.for_is_degenerate():
-            raise _Fallback("block loops are not plain loops")
+        if node.get_type() != isl.ast_node_type.for_ or len(found) == 2:
+            break
         it = _c(node.for_get_iterator())
-        if _c(node.for_get_inc()) != "1":
+        if node.for_is_degenerate():
+            found.append((it, _c(node.for_get_init()), _c(node.for_get_init()), node))
+        elif _c(node.for_get_inc()) != "1":
             raise _Fallback("block loop with a non-unit step")
-        found.append((it, _c(node.for_get_init()), _ub(_c(node.for_get_cond()), it), node))
+        else:
+            found.append((it, _c(node.for_get_init()), _ub(_c(node.for_get_cond()), it), node))
         node = node.for_get_body()
-    loops = iter(found)
-    block = [next(loops) if r != NO_LOOP else None for r in (iname, jname)]
-    while node.get_type() == isl.ast_node_type.mark:
-        node = node.mark_get_node()
     if node.get_type() != isl.ast_node_type.user:
-        raise _Fallback("more than one statement inside the block")
+        raise _Fallback("block loops are not plain loops around one statement")
     call = node.user_get_expr()
     st = stmts[call.op_get_arg(0).id_get_id().get_name()]
     args = {v: _c(call.op_get_arg(k + 1)) for k, v in enumerate(st.iters)}
-    if any(b is not None and args.get(r) != b[0] for r, b in zip((iname, jname), block)):
-        raise _Fallback("block loops are not the statement's own iterators")
     red_iters = {it for _, it, *_ in red_loops}
+    loops = {f[0]: f for f in found}
+    block = []
+    for role in (iname, jname):
+        if role == NO_LOOP:
+            block.append(None)
+        elif args.get(role) in loops:
+            block.append(loops.pop(args[role]))
+        elif role in args and not any(mentions(args[role], x) for x in list(loops) + list(red_iters)):
+            block.append((args[role], args[role], args[role], None))
+        else:
+            raise _Fallback("block loops are not the statement's own iterators")
+    if loops or [b[0] for b in block if b is not None and b[3] is not None] != [f[0] for f in found]:
+        raise _Fallback("block loops are not the statement's own iterators, rows outside columns")
     for text in (x for b in block if b is not None for x in b[1:3]):
         if any(mentions(text, r) for r in red_iters):
             raise _Fallback("block bounds depend on the reduction loops")
@@ -283,10 +314,12 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
         for v in range(NV):
             for ld in per_v:
                 if use_packs and pack_cols and ld in packed:
-                    addr = packed[ld].address(bp, ld, v * V)
+                    value = f"*({vt} *)&{packed[ld].address(bp, ld, v * V)}"
+                elif ld in plan.strided:
+                    value = f"({vt}){{{', '.join(bp.access(ld.array, _subst_lane(ld.index, jname, v * V + x)) for x in range(V))}}}"
                 else:
-                    addr = bp.access(ld.array, _subst_index(ld.index, iname, jname, rows[0], v, V))
-                inner.append(f"{vt} {names[ld]}_{v} = *({vt} *)&{addr}; {KEEP}({names[ld]}_{v});")
+                    value = f"*({vt} *)&{bp.access(ld.array, _subst_index(ld.index, iname, jname, rows[0], v, V))}"
+                inner.append(f"{vt} {names[ld]}_{v} = {value}; {KEEP}({names[ld]}_{v});")
         for r in range(MR):
             for ld in per_r:
                 if use_packs and ld in packed:
@@ -404,7 +437,7 @@ def _edge_block(printer, plan: Plan, mark: RegTile, reduction_loop, packed, oute
     rows = [f"pt_er{r}" for r in range(MR)]
     inside = []
     for ld in [B.Load(body.array, tuple(body.index), plan.dtype)] + plan.per_v + plan.per_rv:
-        e = bp.expr(_subst(ld.index[-1], {iname: f"({ilb})", jname: f"(({jub}) - {NR - 1})"}))
+        e = bp.expr(_subst(ld.index[column_axis(ld, jname)], {iname: f"({ilb})", jname: f"(({jub}) - {NR - 1})"}))
         inside.append(f"({e}) >= 0")
     cond = (f"({iub}) - ({ilb}) + 1 <= {MR} && ({jub}) - ({jlb}) + 1 <= {NR} && ({iub}) >= ({ilb}) "
             f"&& ({jub}) >= ({jlb}) && " + " && ".join(dict.fromkeys(inside)))
@@ -570,6 +603,11 @@ def _collect_loads(n: B.Node, out: List[B.Load]) -> None:
 def _subst_index(index, iname: str, jname: str, r: int, v: int, V: int):
     """Index expressions with i -> pt_i0 + r and j -> pt_j0 + v*V (as Iter placeholders)."""
     return tuple(_subst(e, {iname: f"(pt_i0 + {r})", jname: f"(pt_j0 + {v * V})"}) for e in index)
+
+
+def _subst_lane(index, jname: str, lane: int):
+    """Index expressions with j -> pt_j0 + lane (one lane of a gathered column vector)."""
+    return tuple(_subst(e, {jname: f"(pt_j0 + {lane})"}) for e in index)
 
 
 def _subst(e: B.Node, env: Dict[str, str]) -> B.Node:

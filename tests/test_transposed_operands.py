@@ -1,0 +1,94 @@
+"""Register tiles the code generator used to drop.  Column operands whose column axis is not their last (``B[j][k]`` of ``A @ B.T``, an OIHW filter):
+the register tile reads them from a packed sliver, where they are unit-stride, or gathers each
+vector lane by lane where no sliver serves (codegen/microkernel.Plan.strided).  Before, such a
+load made the micro-kernel fall back to the generic nest: ``A @ B.T`` at 1024^3 took 839 ms
+against 5 ms for ``A @ B``.  Exact on small integers, both code generators, every register dtype."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polytile
+from polytile import autotile, hardware
+
+DTYPES = ["float32", "float64", "int32", "int64"]
+PROGRAMS = {
+    "abt": ("function (A[M, K], B[N, K]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[j, k]); }",
+            "M=37,N=53,K=29", [(37, 29), (53, 29)], lambda A, B: A @ B.T),
+    "atbt": ("function (A[K, M], B[N, K]) -> (C) { C[i, j : M, N] = +(A[k, i] * B[j, k]); }",
+             "M=37,N=53,K=29", [(29, 37), (53, 29)], lambda A, B: A.T @ B.T),
+    "conv_oihw": ("function (I[N, H, W, CI], F[CO, KH, KW, CI]) -> (O) {\n"
+                  "  O[n, y, x, co : N, H - KH + 1, W - KW + 1, CO] = +(I[n, y + ky, x + kx, ci] * F[co, ky, kx, ci]);\n}",
+                  "N=1,H=13,W=21,CI=19,KH=3,KW=3,CO=35", [(1, 13, 21, 19), (35, 3, 3, 19)], None),
+}
+
+
+def _inputs(name, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(-3, 4, size=s).astype(dtype) for s in PROGRAMS[name][2]]
+
+
+def _write(tmp_path, name):
+    path = tmp_path / f"{name}.tile"
+    path.write_text(PROGRAMS[name][0])
+    return str(path)
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_default_schedule_runs_the_register_tile(tmp_path, name, dtype, target):
+    path = _write(tmp_path, name)
+    arrays = _inputs(name, dtype)
+    k = polytile.compile(path, hardware="x86-avx512", target=target)
+    got = k(*arrays)
+    np.testing.assert_array_equal(got, polytile.reference(path, *arrays))
+    if PROGRAMS[name][3] is not None:
+        np.testing.assert_array_equal(got, PROGRAMS[name][3](*arrays))
+    src = k.source(*arrays)
+    assert "not applied" not in src, [ln for ln in src.splitlines() if "not applied" in ln]
+    if target == "openmp":
+        assert "acc_0_0" in src
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pack", [True, False])
+def test_unpacked_and_edge_blocks_gather_the_strided_operand(tmp_path, pack, dtype, target):
+    """Tile sizes that leave partial blocks at every edge, with and without the packs: the edge
+    blocks and the unpacked blocks gather B[j][k] lane by lane."""
+    path = _write(tmp_path, "abt")
+    M, N, K = 29, 45, 13
+    hw = hardware.load("x86-avx2")
+    lanes = hw.vector_lanes(dtype)
+    s = polytile.schedule(path, dims=f"M={M},N={N},K={K}")
+    r = autotile.roles(s, "S0")
+    cfg = autotile.TileConfig(r.stmt, r.i, r.j, r.k, 12, 40, 8, 5, 2 * lanes, lanes, "jki", f"{r.i}_t", pack=pack)
+    k = polytile.compile(path, schedule=autotile.apply(s, cfg), target=target)
+    rng = np.random.default_rng(7)
+    A = rng.integers(-3, 4, size=(M, K)).astype(dtype)
+    B = rng.integers(-3, 4, size=(N, K)).astype(dtype)
+    np.testing.assert_array_equal(k(A, B), A @ B.T)
+    src = k.source(A, B)
+    assert "not applied" not in src
+    if target == "openmp":
+        gathered = [ln for ln in src.splitlines() if " = (pt_v" in ln and "{B[" in ln]
+        assert gathered, "no gathered column vector in the generated C"
+        assert ("pt_pk" in src) == pack
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("dtype", ["float64", "int32"])
+@pytest.mark.parametrize("shape", [(37, 53, 29), (1, 64, 64), (1, 300, 77), (64, 1, 64)])
+def test_blocks_of_one_row_run_the_register_tile(shape, dtype, target):
+    """Row tiles of one row (mr = 1; a single-row matrix): isl leaves the block's row loop out and the
+    statement's row is the tile loop's iterator (or 0).  The register tile still applies (it fell back to
+    the generic nest before, e.g. float64 37 x 53 x 29 on AVX-512)."""
+    M, N, K = shape
+    rng = np.random.default_rng(M)
+    A = rng.integers(-3, 4, size=(M, K)).astype(dtype)
+    B = rng.integers(-3, 4, size=(K, N)).astype(dtype)
+    k = polytile.compile("examples/matmul.tile", hardware="x86-avx512", target=target)
+    np.testing.assert_array_equal(k(A, B), A @ B)
+    src = k.source(A, B)
+    assert "not applied" not in src, [ln for ln in src.splitlines() if "not applied" in ln]
