@@ -35,13 +35,18 @@ def test_reordered_pooling_matches_the_oracle(dtype, target):
     np.testing.assert_array_equal(k(I), polytile.reference("examples/maxpool.tile", I))
 
 
-def test_loops_that_would_not_vectorise_or_would_lose_the_parallel_region_stay():
+def test_loops_that_would_not_vectorise_stay_and_parallel_ones_keep_their_region():
     # row sum: its output loop strides the rows, so the sum stays innermost (in SIMD lanes instead)
     s = _default("examples/row_sum.tile", "M=64,N=40")
     assert s.loop_names(s.resolve("O"))[-1] == "j"
-    # cumsum: the output loop is the parallel one; inside the reduction it would fork per step
+    # cumsum: the output loop is the parallel one; moved inside the reduction whole it would fork per
+    # step, so its chunks stay outside in parallel (one region) and its points go innermost
     s = _default("examples/cumsum.tile", "N=41")
-    assert s.loop_names("S0")[0] == "i" and ("S0", "i", S.PARALLEL, False) in s.marks
+    assert s.loop_names("S0") == ["i_t", "k", "i"] and ("S0", "i_t", S.PARALLEL, False) in s.marks
+    assert not any(m[1] == "i" and m[2] == S.PARALLEL for m in s.marks)
+    # a column min: the same, its columns innermost and unit-stride (it strided the rows before)
+    s = _default("examples/min_reduce.tile", "M=40,N=64")
+    assert s.loop_names("S0") == ["J_t", "i", "J"] and ("S0", "J_t", S.PARALLEL, False) in s.marks
     # a register-tiled contraction keeps its blocked order
     s = _default("examples/matmul.tile", "M=64,N=64,K=64")
     assert "vector_inner" not in [st.op for st in s.steps] or s.loop_names("S0")[-1] == "j"

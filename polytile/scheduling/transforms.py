@@ -23,7 +23,7 @@ import islpy as isl
 from ..errors import IllegalSchedule, ScheduleError
 from ..isl_parts import sets_of
 from ..poly import body as B
-from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, range_map
+from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, _value_range, range_map
 from .marks import NO_LOOP, RegTile
 
 
@@ -696,10 +696,12 @@ def vector_inner(s: Schedule) -> Schedule:
     with output loops keeps each cell's updates in their order; each step is legality-checked.
     Statements under a register tile (which has its own vector loop) are left alone, as are sums
     along a loop no output loop can replace (a row sum: its output loop strides the rows) and
-    output loops marked parallel (moved inside the reduction, they would open a region per step) and
-    statements sharing a loop with another (a fused nest, which the reordering would split).
+    statements sharing a loop with another (a fused nest, which the reordering would split).  An output
+    loop marked parallel is tiled first: its chunks stay outside the reduction, in parallel
+    (:func:`_vector_chunk`), its points go innermost.
 
     >>> # maxpool S0: n, y, x, c, i, j  ->  n, y, x, i, j, c
+    >>> # column min S0: J [parallel], i  ->  J_t [parallel], i, J
     """
     out = s
     tiled = {m[0] for m in s.marks if m[2] == REGTILE}
@@ -721,15 +723,36 @@ def vector_inner(s: Schedule) -> Schedule:
         reads = [ld.index for ld in B.loads(st.body.value)]
         if it not in names or not all(_unit_or_invariant(list(r), it) for r in reads + [index]):
             continue
-        if any(m[0] == name and m[1] == it and m[2] == PARALLEL for m in out.marks):
-            continue  # the parallel loop stays outside the reduction (cumsum's i): one region, not one per k
         try:
-            out = reorder(out, name, [n for n in names if n != it] + [it])
+            if any(m[0] == name and m[1] == it and m[2] == PARALLEL for m in out.marks):
+                # A parallel loop stays outside the reduction (one region, not one per step of cumsum's
+                # k): its chunks run in parallel (the tile loop takes the mark), its points innermost.
+                chunk = _vector_chunk(out, name, it)
+                if chunk is None:
+                    continue  # one chunk: the loop would lose its parallelism for no vector of gain
+                t = tile(out, name, {it: chunk})
+                names = [n for _, n in _loops_in(t, name)]
+                out = reorder(t, name, [n for n in names if n != it] + [it])
+            else:
+                out = reorder(out, name, [n for n in names if n != it] + [it])
         except (IllegalSchedule, ScheduleError):
             continue
     if out is s:
         return s
     return out.with_(steps=s.steps + (Step.make("vector_inner"),))
+
+
+def _vector_chunk(s: Schedule, stmt: str, loop: str) -> Optional[int]:
+    """Points per parallel chunk of a vector loop :func:`vector_inner` moves inside a reduction: at least
+    8 chunks (threads to balance) of whole 16-element vectors, at most 256 elements (1 KiB of floats:
+    a row segment the prefetchers stream); None when that is one chunk (16 points or fewer).
+
+    >>> # extent 4096 -> 256 (16 chunks);  1000 -> 128;  64 -> 16;  3 -> None
+    """
+    lo, hi = (int(x) for x in _value_range([s.table[stmt].map], s.loop_dim(stmt, loop)).strip("[]").split(","))
+    extent = hi - lo + 1
+    chunk = max(16, min(256, -(-(-(-extent // 8)) // 16) * 16))
+    return chunk if extent > chunk else None
 
 
 TRANSFORMS = {
