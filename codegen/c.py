@@ -90,6 +90,7 @@ class AstPrinter:
         self.c_source = any(st.c_text is not None for st in scop.statements)
         self.accumulate: Dict[str, str] = {}  # statement -> scalar accumulator of its SIMD reduction loop
         self.accumulators = 0
+        self.accumulator_dtypes: Dict[str, str] = {}  # a Tile lane accumulator's element type (its clause)
         self.arrays = {a.name: a for a in scop.arrays}
         self.body = BodyPrinter(self.arrays)
         self.parallel_loops = 0  # '#pragma omp parallel for' loops emitted (a pack's parallel copy included)
@@ -210,7 +211,7 @@ class AstPrinter:
                 # GCC combines _Bool partial results of '+' modulo 2 (1 + 1 -> 0), and '*' alike;
                 # on truth values the saturating sum is 'or' and the product 'and'.
                 op = _BOOL_REDUCTION.get(op, op)
-            dtype = self.arrays[arr].dtype if arr in self.arrays else None
+            dtype = self.arrays[arr].dtype if arr in self.arrays else self.accumulator_dtypes.get(arr)
             if op in ("max", "min") and dtype in NAN_REDUCTIONS and not self.c_source:
                 # OpenMP's built-in max/min combine partial results with C's comparison, which drops a
                 # NaN that numpy's maximum/minimum (and the serial code, pt_max_*) keep: combine with
@@ -448,8 +449,7 @@ class AstPrinter:
         binds = [f"const long {v} = {_c(call.op_get_arg(i + 1))};" for i, v in enumerate(st.iters)]
         stmt = st.c_text if st.c_text is not None else self.body.store(st.body)
         if name in self.accumulate and st.c_text is None:  # a Tile contraction's SIMD reduction loop
-            value = self.body.as_type(st.body.value, self.arrays[st.body.array].dtype)
-            stmt = f"{self.accumulate[name]} {st.body.reduce}= {value};"
+            stmt = c_accumulate.lane_update(self, st, self.accumulate[name])
         elif name in self.accumulate:  # inside a SIMD reduction loop: update the loop's accumulator
             _, op, operand = st.c_reduction
             stmt = f"{self.accumulate[name]} {op} ({operand});"

@@ -149,7 +149,25 @@ def tile_accumulator(printer, n: isl.AstNode, it: str, marks: Tuple[Mark, ...], 
     dtype, op = printer.arrays[st.body.array].dtype, st.body.reduce
     acc = f"pt_acc{printer.accumulators}"
     printer.accumulators += 1
-    before = [f"{ctype(dtype)} {acc} = {c_const(0 if op == '+' else 1, dtype)};"]
-    cell = " ".join([f"const long {v} = {binds[v]};" for v in _cell_iterators(st)]
-                    + [f"{printer.body.access(st.body.array, st.body.index)} {op}= {acc};"])
+    printer.accumulator_dtypes[acc] = dtype
+    before = [f"{ctype(dtype)} {acc} = {c_const(D.reduction_identity(op, dtype), dtype)};"]
+    target = printer.body.access(st.body.array, st.body.index)
+    cell = " ".join([f"const long {v} = {binds[v]};" for v in _cell_iterators(st)] + [_combine(target, op, acc, dtype)])
     return {st.name: acc}, kept + (Simd((Reduction(op, acc),)),), before, [f"{{ {cell} }}"]
+
+
+def _combine(target: str, op: str, value: str, dtype: str) -> str:
+    """``target op= value`` in C; max/min through the prelude's NaN-propagating helpers."""
+    if op in ("+", "*"):
+        return f"{target} {op}= {value};"
+    return f"{target} = pt_{op}_{dtype}({target}, {value});"
+
+
+def lane_update(printer, st, acc: str) -> str:
+    """The statement line inside a Tile lane reduction loop: the value combined into accumulator ``acc``.
+
+    >>> # Y[i] += A[i][j] * X[j]  ->  pt_acc0 += (A[i][j] * X[j]);
+    >>> # O[i] = pt_max_float32(O[i], I[i][j])  ->  pt_acc0 = pt_max_float32(pt_acc0, I[i][j]);
+    """
+    dtype = printer.arrays[st.body.array].dtype
+    return _combine(acc, st.body.reduce, printer.body.as_type(st.body.value, dtype), dtype)

@@ -145,7 +145,7 @@ def c_const(value, dtype: str) -> str:
     """A C literal of ``dtype`` with the exact value numpy would hold."""
     if dtype == "bool":
         return "1" if value else "0"
-    if dtype in _FLOAT:
+    if D.is_float(dtype):  # float16 too: its values (inf for a max's start) are doubles exactly
         v = float(value)
         if math.isnan(v):
             text = "NAN"
@@ -280,7 +280,7 @@ class BodyPrinter:
             if arr.dtype in ("bool", "int8", "int16", "uint8", "uint16"):
                 return f"{target} = {self._narrow(f'({target} {s.reduce} {value})', arr.dtype)};"
             return f"{target} {s.reduce}= {value};"
-        return f"{target} = pt_{s.reduce}_{arr.dtype}({target}, {value});"
+        return f"{target} = pt_{s.reduce}_{_helper_dtype(arr.dtype)}({target}, {value});"
 
 
 def _helper_dtype(dtype: str) -> str:

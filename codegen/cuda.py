@@ -54,7 +54,7 @@ from polytile.scheduling.core import Schedule
 from polytile.scheduling.gpu import (AXES, GpuMapping, OutOfResources, SharedPlan, SharedTile, launch_tree,
                                    promotion_plan, reduction_extents)
 
-from .c import AstPrinter, KernelSource, _param_decl, _param_type
+from .c import NAN_REDUCTION_PRELUDE, AstPrinter, KernelSource, _param_decl, _param_type
 from .c_expr import PRELUDE, BodyPrinter, ctype
 
 _ORDER = {"input": 0, "inout": 1, "output": 2, "temp": 3}
@@ -364,7 +364,8 @@ def generate_emulated(scop: Scop, schedule: Schedule, mappings: Sequence[GpuMapp
     params = kernel_params(scop)
     names = ", ".join(a.name for a in params)
     mappings = _with_plans(scop, schedule, mappings, shared, shared_bytes)
-    out: List[str] = [_banner(scop, mappings, "CUDA emulation on the CPU"), PRELUDE]
+    # The NaN-propagating max/min reductions a thread's lane-reduced loop may name (c_accumulate).
+    out: List[str] = [_banner(scop, mappings, "CUDA emulation on the CPU"), PRELUDE, NAN_REDUCTION_PRELUDE]
     block_params = [f"const long pt_block_{a}" for a in AXES]
     thread_params = [f"const long pt_thread_{a}" for a in AXES]
 

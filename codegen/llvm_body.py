@@ -377,14 +377,20 @@ class BodyEmitter:
 
     def store(self, s: B.Store, env: Dict[str, ir.Value], *, lanes: bool = False) -> None:
         """``array[index] = value`` or the reduction update of statement body ``s``; with ``lanes`` (a
-        float ``+``/``*`` summing one cell along its loop: ``c_accumulate.lane_reduction``) the update
-        may be reassociated, so LLVM keeps the cell in a register and sums it in vector lanes."""
+        float ``+``/``*``/``max``/``min`` into one cell along its loop: ``c_accumulate.lane_reduction``)
+        the update may be reassociated, so LLVM keeps the cell in a register and reduces it in vector lanes."""
         dtype = self.arrays[s.array].dtype
         ptr = self.access(s.array, s.index, env)
         value = self.as_type(s.value, dtype, env)
         if s.reduce is not None and lanes and dtype in _FLOAT and s.reduce in ("+", "*"):
             op = self.b.fadd if s.reduce == "+" else self.b.fmul
             value = op(self.load_elem(ptr, dtype), value, flags=FP + ("reassoc",))
+        elif s.reduce in ("max", "min") and lanes and dtype in _FLOAT:
+            # llvm.maximum/minimum: NaN-propagating like pt_max_* (the signed zeros aside, which compare
+            # equal), and a reduction kind the loop vectoriser splits into lanes; the select is not.
+            t = value_type(dtype)
+            fn = self.intrinsic(f"llvm.{s.reduce}imum.{'f32' if dtype == 'float32' else 'f64'}", t, [t, t])
+            value = self.b.call(fn, [self.load_elem(ptr, dtype), value])
         elif s.reduce is not None:
             value = self.reduce(s.reduce, self.load_elem(ptr, dtype), value, dtype)
         self.store_elem(value, ptr, dtype)
@@ -396,15 +402,4 @@ def identity(op: str, dtype: str) -> ir.Constant:
     >>> str(identity("max", "int8")), str(identity("*", "float32"))
     ('i8 -128', 'float 0x3ff0000000000000')
     """
-    if op == "+":
-        return const(0, dtype)
-    if op == "*":
-        return const(1, dtype)
-    if dtype == "bool":
-        return const(op == "min", dtype)
-    if dtype in _FLOAT:
-        return const(float("-inf") if op == "max" else float("inf"), dtype)
-    w = D.width(dtype)
-    if D.is_unsigned(dtype):
-        return const(0 if op == "max" else (1 << w) - 1, dtype)
-    return const(-(1 << (w - 1)) if op == "max" else (1 << (w - 1)) - 1, dtype)
+    return const(D.reduction_identity(op, dtype), dtype)

@@ -78,6 +78,28 @@ def width(d) -> int:
     return _WIDTH[_name(d)]
 
 
+def reduction_identity(op: str, d):
+    """The value a reduction ``op`` (``+``, ``*``, ``max``, ``min``) starts from in dtype ``d``: 0, 1, and
+    -inf/+inf for max/min (integers: the type's min/max; bool: False/True).  One table for the
+    language's identities (:func:`polytile.sema.functions.identity`) and the code generators'.
+
+        >>> reduction_identity("max", "int8"), reduction_identity("min", "float32"), reduction_identity("*", "bool")
+        (-128, inf, True)
+    """
+    d = _name(d)
+    if op in ("+", "*"):
+        return (op == "*") if d == "bool" else int(op == "*")
+    if op not in ("max", "min"):
+        raise ValueError(f"no identity for reduction {op!r}")
+    low = op == "max"
+    if d == "bool":
+        return not low
+    if is_float(d):
+        return float("-inf") if low else float("inf")
+    info = np.iinfo(d)
+    return int(info.min if low else info.max)
+
+
 def promote(types: Iterable) -> str:
     """PlaidML's result type of an operation over ``types`` (left to right, see the module doc).
 

@@ -4,7 +4,7 @@ Each case is differential (kernel = oracle) on integer-valued floats, so sums ar
 the program campaign (tests/fuzz/FINDINGS.md, F7): a float reduction into one cell over a 2-D
 nest whose inner loop reads backwards (``T[] = +(A[i, N - 1 - j])``) summed the wrong elements
 when GCC completely peeled the inner loop and vectorised the outer one; the generated loop now
-carries ``#pragma GCC unroll 1`` -- or, for a ``+`` or ``*`` (Tile does not order them), runs as a
+carries ``#pragma GCC unroll 1`` -- or, for a ``+``, ``*``, max or min (Tile does not order them), runs as a
 SIMD reduction over a scalar accumulator.
 """
 from __future__ import annotations
@@ -22,6 +22,8 @@ REVERSED = [
     "function (A[N, N, N]) -> (T) { T[] = +(A[i, N - 1 - j, N - 1 - k]); }",
     "function (A[N, N, N]) -> (T) { T[] = +(A[i, N - 1 - j, k]); }",
     "function (A[N, N]) -> (T) { T[] = *(A[N - 1 - i, N - 1 - j]); }",
+    "function (A[N, N]) -> (T) { T[] = >(A[i, N - 1 - j]); }",
+    "function (A[N, N, N]) -> (T) { T[] = <(A[i, N - 1 - j, N - 1 - k]); }",
     # The campaign's program (seed 5441), reduced: the sum reads a temporary backwards.
     "function (B[N, N, N]) -> (T3) {\n  T2[j + 2, 2*i : N, N] = +(B[(-j + (N - 1)) / 2, j, j] * B[j, i - 1, i]);\n"
     "  T3[] = +(T2[i, -j + (N - 1)]);\n}",
@@ -42,15 +44,19 @@ def test_reversed_float_reduction_into_one_cell(src, n, dtype):
 
 
 def test_the_workaround_is_where_the_reduction_stays_in_one_cell():
-    # A max into one cell stays a serial chain: the workaround keeps its loop from being peeled.
-    k = polytile.compile("function (A[N, N]) -> (T, R) { T[] = >(A[i, N - 1 - j]); R[i, j : N, N] = >(A[i, N - 1 - j]); }")
-    text = k.specialize_shapes([(8, 8)], ["float64"], build=False).source.text
-    assert text.count("#pragma GCC unroll 1") == 1, text
-    # A sum into one cell runs in SIMD lanes over a scalar accumulator instead (codegen/c_accumulate.py),
-    # which test_reversed_float_reduction_into_one_cell checks against the oracle.
-    k = polytile.compile("function (A[N, N]) -> (T, R) { T[] = +(A[i, N - 1 - j]); R[i, j : N, N] = +(A[i, N - 1 - j]); }")
-    text = k.specialize_shapes([(8, 8)], ["float64"], build=False).source.text
-    assert text.count("#pragma GCC unroll 1") == 0 and text.count("#pragma omp simd reduction(+:pt_acc") == 1, text
+    # A float16 reduction into one cell stays a serial chain (no SIMD lanes for float16): the workaround
+    # keeps its loop from being peeled.
+    for op in "+>":
+        k = polytile.compile(f"function (A[N, N]) -> (T, R) {{ T[] = {op}(A[i, N - 1 - j]); R[i, j : N, N] = {op}(A[i, N - 1 - j]); }}")
+        text = k.specialize_shapes([(8, 8)], ["float16"], build=False).source.text
+        assert text.count("#pragma GCC unroll 1") == 1, text
+    # A sum or a max into one cell in float64 runs in SIMD lanes over a scalar accumulator instead
+    # (codegen/c_accumulate.py), which test_reversed_float_reduction_into_one_cell checks against the oracle.
+    for op, clause in (("+", "+"), (">", "pt_rmax_float64")):
+        k = polytile.compile(f"function (A[N, N]) -> (T, R) {{ T[] = {op}(A[i, N - 1 - j]); R[i, j : N, N] = {op}(A[i, N - 1 - j]); }}")
+        text = k.specialize_shapes([(8, 8)], ["float64"], build=False).source.text
+        assert text.count("#pragma GCC unroll 1") == 0, text
+        assert text.count(f"#pragma omp simd reduction({clause}:pt_acc") == 1, text
 
 
 @pytest.fixture

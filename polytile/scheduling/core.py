@@ -643,15 +643,16 @@ def tile_simd_reduction_blocker(st, dtype: str) -> str:
     """Why Tile statement ``st``, accumulating ``dtype``, cannot run its reduction as a SIMD loop ('' when it can).
 
     A Tile aggregation has no order, so summing one cell's terms in lanes and combining the lanes
-    after the loop (a reassociation) gives one of its allowed results -- for ``+`` and ``*`` (a
-    ``max``/``min`` would need NaN-aware lane combining), on element types the lanes hold, and
-    when the value does not read the cell it updates.
+    after the loop (a reassociation) gives one of its allowed results -- for ``+``, ``*``, ``max`` and
+    ``min`` (whose lanes combine with the NaN-propagating helpers the serial code uses: a NaN
+    anywhere gives NaN in any order), on element types the lanes hold, and when the value does not
+    read the cell it updates.
 
     >>> # Y[i] = +(A[i, j] * X[j])   -> ''   (j may be a simd +:Y loop)
     """
     body = st.body
-    if body.reduce not in ("+", "*"):
-        return f"{st.name} aggregates with {body.reduce!r}: only + and * reductions are vectorised"
+    if body.reduce not in ("+", "*", "max", "min"):
+        return f"{st.name} aggregates with {body.reduce!r}: only + * max min reductions are vectorised"
     if dtype not in SIMD_REDUCTION_DTYPES:
         return f"{st.name} accumulates {dtype}: SIMD reductions hold {', '.join(SIMD_REDUCTION_DTYPES)}"
     if any(ld.array == body.array for ld in B.loads(body.value)):

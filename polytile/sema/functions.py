@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 
-from .. import elemwise, ir
+from .. import dtypes as D, elemwise, ir
 from ..ir import Call, Ref
 
 
@@ -74,21 +74,15 @@ def identity(agg: str, dtype) -> Any:
     dt = np.dtype(dtype)
     if agg == "=":
         return None
-    if agg == "+":
-        return dt.type(0)
-    if agg == "*":
-        return dt.type(1)
-    if agg in (">", "<"):
-        low = agg == ">"
-        if dt.kind == "f":
-            return dt.type(-np.inf if low else np.inf)
-        if dt.kind in "iu":
-            info = np.iinfo(dt)
-            return dt.type(info.min if low else info.max)
-        if dt.kind == "b":
-            return dt.type(not low)
+    if agg not in _AGG_OPS:
+        raise ValueError(f"unknown aggregation {agg!r}")
+    if dt.kind not in "biuf":
         raise ValueError(f"no identity for {agg!r} over {dt}")
-    raise ValueError(f"unknown aggregation {agg!r}")
+    return dt.type(D.reduction_identity(_AGG_OPS[agg], dt.name))
+
+
+#: The IR's reduction op of each Tile aggregation with an identity.
+_AGG_OPS = {"+": "+", "*": "*", ">": "max", "<": "min"}
 
 
 def eval_elementwise(expr: ir.Expr, env: Mapping[str, Any]) -> Any:
