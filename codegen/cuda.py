@@ -51,7 +51,7 @@ from polytile.errors import InternalError
 from polytile.poly import body as B
 from polytile.poly.scop import Array, Scop
 from polytile.scheduling.core import Schedule
-from polytile.scheduling.gpu import (AXES, GpuMapping, OutOfResources, SharedPlan, SharedTile, launch_tree,
+from polytile.scheduling.gpu import (AXES, GpuMapping, OutOfResources, SharedPlan, launch_tree,
                                    promotion_plan, reduction_extents)
 
 from .c import NAN_REDUCTION_PRELUDE, AstPrinter, KernelSource, _param_decl, _param_type

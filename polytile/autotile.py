@@ -25,6 +25,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import islpy as isl
 import numpy as np
 
 from .errors import PolytileError, ScheduleError
@@ -75,6 +76,9 @@ class Roles:
     outer: Tuple[str, ...]  # O_rest
     reductions: Tuple[str, ...]  # R_rest (all reduction loops but k), in original order
     extents: Dict[str, int]
+    # R_rest loops the domain ties to a block loop (a "same" convolution's kx: 0 <= x + kx - 1 < W);
+    # they run outside the register blocks (:func:`blocked_order`).
+    outside: Tuple[str, ...] = ()
 
 
 def roles(s: Schedule, stmt: str) -> Optional[Roles]:
@@ -146,7 +150,31 @@ def _roles(s: Schedule, stmt: str) -> Optional[Roles]:
     if i not in loops or j not in loops or k not in loops:
         return None
     outer = tuple(v for v in loops if v in used and v not in (i, j))
-    return Roles(st.name, i, j, k, outer, tuple(r for r in reds if r != k and r in loops), ext)
+    rest = tuple(r for r in reds if r != k and r in loops)
+    tied = _tied(st, {i, j})
+    if k in tied:
+        return None  # the register block's own reduction moves its bounds: no full blocks to hold
+    return Roles(st.name, i, j, k, outer, rest, ext, tuple(v for v in rest if v in tied))
+
+
+def _tied(st, loops) -> set:
+    """Iterators sharing a constraint of ``st``'s domain with one of ``loops``.
+
+    A read outside an array is skipped by shrinking the domain, so a padded convolution's
+    ``O[y][x] += I[y + ky - 1][x + kx - 1] * F[ky][kx]`` has ``{ S[y, x, ky, kx] : 0 <= x + kx - 1 < W }``:
+    the rows of a block at a given ``kx`` start where ``kx`` says, which the register tile cannot hold
+    under its reduction loops (the code generator dropped it, leaving the generic nest).
+
+    >>> # conv2d_same: _tied(st, {"x", "co"}) == {"x", "kx"}
+    """
+    pos = {v: d for d, v in enumerate(st.iters)}
+    out: set = set()
+    for bset in st.domain.get_basic_sets():
+        for c in bset.remove_redundancies().get_constraints():
+            involved = {v for v, d in pos.items() if not c.get_coefficient_val(isl.dim_type.set, d).is_zero()}
+            if involved & set(loops):
+                out |= involved
+    return out - set(loops)
 
 
 def apply(s: Schedule, cfg: TileConfig) -> Schedule:
@@ -174,8 +202,9 @@ def apply(s: Schedule, cfg: TileConfig) -> Schedule:
 def blocked_order(r: Roles, cfg: TileConfig) -> List[str]:
     """Loop names of the blocked nest, outermost first (see the module docstring)."""
     tiles = {"i": f"{r.i}_t", "j": f"{r.j}_t", "k": f"{r.k}_t"}
-    return list(r.outer) + [tiles[c] for c in cfg.order] + [f"{r.j}_t1", f"{r.i}_t1"] \
-        + list(r.reductions) + [r.k, r.i, r.j]
+    inside = [v for v in r.reductions if v not in r.outside]
+    return list(r.outer) + [tiles[c] for c in cfg.order] + list(r.outside) + [f"{r.j}_t1", f"{r.i}_t1"] \
+        + inside + [r.k, r.i, r.j]
 
 
 # A packed element is copied once (a load and a store) and then read ``reuse``
@@ -277,8 +306,9 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
     tile_of = {f"{r.i}_t": r.i, f"{r.j}_t": r.j, f"{r.k}_t": r.k,
                f"{r.i}_t1": r.i, f"{r.j}_t1": r.j, **{v: v for v in r.outer}}
     trip = _trips(r, cfg)
-    # Candidate positions: every loop outside the register tile's reduction loops.
-    positions = names[:len(r.outer) + 5]
+    # Candidate positions: every loop outside the register tile's reduction loops, and outside the
+    # reduction loops that run around the blocks (a panel copied there would be copied per step).
+    positions = names[:len(r.outer) + (3 if r.outside else 5)]
 
     def extent_inside(v: str, p: int) -> int:
         """Range of iterator ``v`` over one iteration of the loop at ``positions[p]``."""
@@ -437,7 +467,8 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
         blocks = [(mr, nr) for mr, nr in blocks if mr <= E[r.i] and nr <= E[r.j]]
     rest = 1
     for v in r.reductions:
-        rest *= E[v]
+        if v not in r.outside:
+            rest *= E[v]
     for mr, nr in blocks:
         # The two longest reduction segments whose mr x kc + kc x nr slivers fit L1
         # (BLIS's kc rule; shorter ones only reload the accumulators more often).

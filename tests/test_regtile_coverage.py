@@ -92,3 +92,38 @@ def test_blocks_of_one_row_run_the_register_tile(shape, dtype, target):
     np.testing.assert_array_equal(k(A, B), A @ B)
     src = k.source(A, B)
     assert "not applied" not in src, [ln for ln in src.splitlines() if "not applied" in ln]
+
+
+SAME = "examples/conv2d_same.tile"
+
+
+def test_padded_convolution_runs_its_tied_reduction_around_the_blocks():
+    """A "same" convolution skips the reads outside the image: its domain ties kx to the block rows x
+    (0 <= x + kx - 1 < W).  That reduction loop runs outside the register blocks, where the rows a block
+    covers may depend on it; a valid convolution keeps every reduction loop inside."""
+    s = polytile.schedule(SAME, dims="N=1,H=56,W=56,CI=64,CO=64")
+    r = autotile.roles(s, "S0")
+    assert (r.i, r.j, r.k, r.reductions, r.outside) == ("x", "co", "ci", ("ky", "kx"), ("kx",))
+    cfg = autotile.TileConfig(r.stmt, r.i, r.j, r.k, 28, 64, 32, 4, 32, 16, "jki", "co_t")
+    names = autotile.blocked_order(r, cfg)
+    assert names.index("kx") < names.index("co_t1") < names.index("x_t1") < names.index("ky") < names.index("ci")
+    valid = polytile.schedule("examples/conv2d.tile", dims="N=1,H=28,W=28,CI=16,KH=3,KW=3,CO=32")
+    assert autotile.roles(valid, "S0").outside == ()
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.parametrize("shapes", [[(1, 13, 21, 19), (3, 3, 19, 35)], [(2, 5, 1, 3), (3, 3, 3, 7)],
+                                    [(1, 9, 40, 8), (3, 3, 8, 48)]])
+def test_padded_convolution_runs_the_register_tile(shapes, dtype, target):
+    """The default schedule of conv2d_same keeps its register tile (it was dropped: "block bounds depend
+    on the reduction loops"; 2.7 ms at 56x56x64x64, now 0.45 ms), exact at odd sizes with edge blocks
+    where kx moves the block's first and last row."""
+    rng = np.random.default_rng(len(shapes[0]))
+    arrays = [rng.integers(-3, 4, size=s).astype(dtype) for s in shapes]
+    k = polytile.compile(SAME, hardware="x86-avx512", target=target)
+    np.testing.assert_array_equal(k(*arrays), polytile.reference(SAME, *arrays))
+    src = k.source(*arrays)
+    assert "not applied" not in src, [ln for ln in src.splitlines() if "not applied" in ln]
+    if target == "openmp" and shapes[0][2] >= 16:
+        assert "acc_0_0" in src
