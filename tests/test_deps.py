@@ -25,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import islpy as isl
+import numpy as np
 import pytest
 
 import polytile
@@ -236,20 +237,21 @@ def test_matmul_bias_relu_chain():
 def test_softmax_between_statements():
     M, N = 3, 4
     scop, d = tile_scop("softmax", f"M={M},N={N}")
-    Z0, R0 = stmt(scop, "Mx", "fill"), stmt(scop, "Mx", "reset")
+    R0 = stmt(scop, "Mx", "reset")
+    # Mx's reset to -inf reaches every cell before the max reads it: no fill statement (poly.tile).
+    assert not [s for s in scop.statements if s.origin == "Mx" and s.kind == "fill"]
     S0, E1 = stmt(scop, "Mx", "contract"), stmt(scop, "E", "elementwise")
     Z2, S2 = stmt(scop, "S", "fill"), stmt(scop, "S", "contract")
     E3 = stmt(scop, "Y", "elementwise")
-    # Program order: Z0 (Mx = 0), R0 (Mx = -inf, the identity of max), S0
+    # Program order: R0 (Mx = -inf, the identity of max), S0
     # (Mx[i,0] max= X[i,j]), E1 (E[i,j] = exp(X[i,j] - Mx[i,0])), Z2 (S = 0),
     # S2 (S[i,0] += E[i,j]), E3 (Y[i,j] = E[i,j] / S[i,0]).  Rows never mix.
-    # Memory-based flow: every earlier writer of Mx[i,0] (Z0, R0, each S0[i,j])
+    # Memory-based flow: every earlier writer of Mx[i,0] (R0, each S0[i,j])
     # reaches every later reader of it (S0[i,j'] for j' > j, all of E1's row);
     # likewise S[i,0] (Z2, S2) to S2 and E3's row; E[i,j] goes from E1 to S2 and E3.
     expect(
         d, scop,
-        flow=f"{{ {Z0}[i, 0] -> {S0}[i, j]; {Z0}[i, 0] -> {E1}[i, j]; "
-             f"  {R0}[i, 0] -> {S0}[i, j]; {R0}[i, 0] -> {E1}[i, j]; "
+        flow=f"{{ {R0}[i, 0] -> {S0}[i, j]; {R0}[i, 0] -> {E1}[i, j]; "
              f"  {S0}[i, j] -> {S0}[i, j'] : j' > j; {S0}[i, j] -> {E1}[i, j']; "
              f"  {E1}[i, j] -> {S2}[i, j]; {E1}[i, j] -> {E3}[i, j]; "
              f"  {Z2}[i, 0] -> {S2}[i, j]; {Z2}[i, 0] -> {E3}[i, j]; "
@@ -261,7 +263,7 @@ def test_softmax_between_statements():
                    f"  {Z2}[i, 0] -> {S2}[i, 0]; {S2}[i, j] -> {S2}[i, j + 1]; {S2}[i, {N - 1}] -> {E3}[i, j] }}",
         # Only the reductions read a cell that is overwritten later (by themselves).
         anti=f"{{ {S0}[i, j] -> {S0}[i, j'] : j' > j; {S2}[i, j] -> {S2}[i, j'] : j' > j }}",
-        output=f"{{ {Z0}[i, 0] -> {R0}[i, 0]; {Z0}[i, 0] -> {S0}[i, j]; {R0}[i, 0] -> {S0}[i, j]; "
+        output=f"{{ {R0}[i, 0] -> {S0}[i, j]; "
                f"  {S0}[i, j] -> {S0}[i, j'] : j' > j; "
                f"  {Z2}[i, 0] -> {S2}[i, j]; {S2}[i, j] -> {S2}[i, j'] : j' > j }}",
         reduction=f"{{ {S0}[i, j] -> {S0}[i, j'] : j' > j; {S2}[i, j] -> {S2}[i, j'] : j' > j }}",
@@ -271,11 +273,11 @@ def test_softmax_between_statements():
 def test_transpose_has_no_self_dependences():
     M, N = 3, 4
     scop, d = tile_scop("transpose", f"M={M},N={N}")
-    Z, S = stmt(scop, "O", "fill"), stmt(scop, "O", "contract")
-    # Z[a,b]: O[a,b] = 0; S[j,i]: O[j,i] = I[i,j].  S reads only the input and
-    # writes each cell once: its only dependence is Z overwritten by S.
-    expect(d, scop, flow="{ }", flow_value="{ }", anti="{ }",
-           output=f"{{ {Z}[a, b] -> {S}[a, b] }}", reduction="{ }")
+    S = stmt(scop, "O", "contract")
+    # S[j,i]: O[j,i] = I[i,j] reads only the input and writes every cell once, so no fill of O
+    # precedes it (poly.tile): no dependence at all.
+    assert [s.name for s in scop.statements] == [S]
+    expect(d, scop, flow="{ }", flow_value="{ }", anti="{ }", output="{ }", reduction="{ }")
     self_pairs = isl.UnionMap(f"{{ {S}[a, b] -> {S}[c, e] }}")
     for kind in KINDS:
         assert getattr(d, kind).intersect(self_pairs).is_empty(), kind
@@ -340,3 +342,26 @@ def test_describe_names_every_relation():
     for head in ("flow (RAW, memory-based)", "flow (RAW, value-based)", "anti (WAR)", "output (WAW)", "reduction"):
         assert head in text
     assert "U[" in text and "S[" in text
+
+
+@pytest.mark.parametrize("name, dims, fill", [
+    ("transpose", "M=3,N=4", False),         # '=' reaching every cell: the fill was a dead pass
+    ("upsample2x", "H=3,W=5", False),
+    ("row_max", "M=4,N=6", False),           # the reset to -inf reaches every cell first
+    ("row_sum", "M=4,N=6", True),            # '+': the fill is the start of the sum
+    ("stencil2d", "B=1,H=6,W=7", True),      # the border is never reached: it stays 0
+    ("slice_update", "M=6,N=5,R=2,C=3", True),  # cells outside the slice keep the default
+])
+def test_fill_only_where_a_cell_could_keep_it(name, dims, fill):
+    scop, _ = tile_scop(name, dims)
+    fills = [s for s in scop.statements if s.kind == "fill"]
+    assert bool(fills) == fill, [s.name for s in scop.statements]
+    path = str(EXAMPLES / f"{name}.tile")
+    prog = polytile.load_program(path)
+    shapes = polytile.shapes_from_dims(prog, polytile.parse_dims(dims))
+    rng = np.random.default_rng(1)
+    arrays = [rng.integers(-5, 6, s).astype(np.float32) for s in shapes]
+    got = polytile.compile(path)(*arrays)
+    want = polytile.reference(path, *arrays)
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_array_equal(g, w)

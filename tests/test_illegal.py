@@ -232,9 +232,9 @@ def test_fuse_fill_after_update_rejected():
 
 
 def test_fuse_output_dependence_only():
-    # transpose: the fill O = 0 and O[j, i] = I[i, j] only share the written
-    # cell (WAW); running the fill second would zero the result.
-    s = tile_sched("transpose", "M=3,N=4")
+    # a transpose into a taller output (its last row stays 0): the fill O = 0 and O[j, i] = I[i, j]
+    # only share the written cells (WAW); running the fill second would zero the result.
+    s = polytile.schedule("function (I[M, N]) -> (O) { O[j, i : N + 1, M] = =(I[i, j]); }", dims="M=3,N=4")
     rejected("fuse", S.fuse, s, "S0", "Z0", 2, kind="output", src="Z0", snk="S0")
     S.fuse(s, "S0", "Z0", 2, before=True)  # the right way round is fine
 

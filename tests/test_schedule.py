@@ -406,8 +406,8 @@ def test_fuse_softmax_rows(rng):
     # after its producer's complete j loop).
     dims = "M=5,N=6"
     s = sched("softmax", dims)
-    for consumer in ["R0", "S0", "E1", "Z2", "S2", "E3"]:
-        s = S.fuse(s, "Z0", consumer, 1)
+    for consumer in ["S0", "E1", "Z2", "S2", "E3"]:
+        s = S.fuse(s, "R0", consumer, 1)
     tops = [ln for ln in s.describe().splitlines() if ln.startswith("for ")]
     assert len(tops) == 1
     run_checked(s, "softmax", dims, rng)

@@ -154,21 +154,26 @@ class _Lowering:
             self._check_injective(contract, st, it)
 
         # Output initialisation: every cell to 0 / the default, reached cells to the identity.
+        # The fill is left out when the contraction reaches every cell and sets each before use (an
+        # assignment, or a reset to the identity): a transpose wrote its output twice.
         cells = tuple(f"o{d}" for d in range(len(out.shape)))
         cell_nodes = tuple(B.Iter(c) for c in cells)
         full = " and ".join(f"0 <= {c} < {n}" for c, n in zip(cells, out.shape)) or "true"
+        reached = contract.write_map().range().set_tuple_name(f"R{k}")
+        every = reached.is_equal(isl.Set(f"{{ R{k}[{', '.join(cells)}] : {full} }}"))
+        ident = sema.identity(st.agg, np.dtype(out.dtype)) if st.agg != "=" else None
+        reset = ident is not None and not (ident == 0 and st.default is None)
         if st.default is not None:
             dflt = self._arr(st.default)
             fill_value: B.Node = _cast(B.Load(dflt.name, cell_nodes, dflt.dtype), out.dtype)
         else:
             fill_value = B.Const(0, out.dtype)
-        self.statements.append(Statement(
-            f"Z{k}", cells, isl.Set(f"{{ Z{k}[{', '.join(cells)}] : {full} }}"),
-            B.Store(out.name, cell_nodes, fill_value), "fill", st.output,
-            f"{st.output} = {'default ' + st.default if st.default else '0'}", st.loc))
-        ident = sema.identity(st.agg, np.dtype(out.dtype)) if st.agg != "=" else None
-        if ident is not None and not (ident == 0 and st.default is None):
-            reached = contract.write_map().range().set_tuple_name(f"R{k}")
+        if not (every and (st.agg == "=" or reset)):
+            self.statements.append(Statement(
+                f"Z{k}", cells, isl.Set(f"{{ Z{k}[{', '.join(cells)}] : {full} }}"),
+                B.Store(out.name, cell_nodes, fill_value), "fill", st.output,
+                f"{st.output} = {'default ' + st.default if st.default else '0'}", st.loc))
+        if reset:
             self.statements.append(Statement(
                 f"R{k}", cells, reached, B.Store(out.name, cell_nodes, B.Const(_py(ident), out.dtype)),
                 "reset", st.output, f"{st.output} = identity of {st.agg} on reached cells", st.loc))
