@@ -20,10 +20,10 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import islpy as isl
 
 
-from ..errors import IllegalSchedule, ScheduleError
+from ..errors import ScheduleError
 from ..isl_parts import sets_of
 from ..poly import body as B
-from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, _value_range, range_map
+from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, range_map
 from .marks import NO_LOOP, RegTile
 
 
@@ -669,108 +669,3 @@ def auto_parallel(s: Schedule) -> Schedule:
 
     visit(s.nests())
     return s.with_(marks=frozenset(marks), steps=s.steps + (Step.make("auto_parallel"),))
-
-
-def _unit_or_invariant(e_list, it: str) -> bool:
-    """Whether an index (a list of subscript expressions) moves by one element along ``it`` or not at all:
-    ``it`` (plus a constant) as the last subscript and nowhere else, or absent."""
-    uses = [k for k, e in enumerate(e_list) if any(x.name == it for x in _walk_iters(e))]
-    if not uses:
-        return True
-    if uses != [len(e_list) - 1]:
-        return False
-    last = e_list[-1]
-    if isinstance(last, B.Iter):
-        return True
-    return (isinstance(last, B.Bin) and last.op in ("+", "-") and isinstance(last.a, B.Iter) and last.a.name == it
-            and isinstance(last.b, B.Const))
-
-
-def vector_inner(s: Schedule) -> Schedule:
-    """In each Tile reduction whose innermost loop is a reduction loop, move innermost the output loop
-    that moves every access by one element (or leaves it): the vector loop gcc needs.
-
-    Program order puts a contraction's reduction loops inside its output loops; a short reduction
-    innermost (2x2 max pooling: ``for c: for i < 2: for j < 2: O[..][c] = max(O[..][c], I[..][c])``)
-    runs scalar, while the channel loop is unit-stride in every array.  Reordering reduction loops
-    with output loops keeps each cell's updates in their order; each step is legality-checked.
-    Statements under a register tile (which has its own vector loop) are left alone, as are sums
-    along a loop no output loop can replace (a row sum: its output loop strides the rows) and
-    statements sharing a loop with another (a fused nest, which the reordering would split).  An output
-    loop marked parallel is tiled first: its chunks stay outside the reduction, in parallel
-    (:func:`_vector_chunk`), its points go innermost.
-
-    >>> # maxpool S0: n, y, x, c, i, j  ->  n, y, x, i, j, c
-    >>> # column min S0: J [parallel], i  ->  J_t [parallel], i, J
-    """
-    out = s
-    tiled = {m[0] for m in s.marks if m[2] == REGTILE}
-    for name, _ in s.stmts:
-        st = s.scop.statement(name)
-        loops = _loops_in(out, name)
-        if st.c_text is not None or not st.is_reduction or name in tiled or len(loops) < 2:
-            continue
-        dim = loops[-1][0]
-        if out.carried([name], dim, out.deps.reduction).is_empty():
-            continue  # the innermost loop already moves the cell
-        if any(len(out.group(name, d)) > 1 for d, _ in loops):
-            continue  # a loop shared with another statement (a fused nest): reordering would split it
-        index = st.body.index
-        if not index or not isinstance(index[-1], B.Iter):
-            continue
-        it = index[-1].name
-        names = [n for _, n in loops]
-        reads = [ld.index for ld in B.loads(st.body.value)]
-        if it not in names or not all(_unit_or_invariant(list(r), it) for r in reads + [index]):
-            continue
-        try:
-            if any(m[0] == name and m[1] == it and m[2] == PARALLEL for m in out.marks):
-                # A parallel loop stays outside the reduction (one region, not one per step of cumsum's
-                # k): its chunks run in parallel (the tile loop takes the mark), its points innermost.
-                chunk = _vector_chunk(out, name, it)
-                if chunk is None:
-                    continue  # one chunk: the loop would lose its parallelism for no vector of gain
-                t = tile(out, name, {it: chunk})
-                names = [n for _, n in _loops_in(t, name)]
-                out = reorder(t, name, [n for n in names if n != it] + [it])
-            else:
-                out = reorder(out, name, [n for n in names if n != it] + [it])
-        except (IllegalSchedule, ScheduleError):
-            continue
-    if out is s:
-        return s
-    return out.with_(steps=s.steps + (Step.make("vector_inner"),))
-
-
-def _vector_chunk(s: Schedule, stmt: str, loop: str) -> Optional[int]:
-    """Points per parallel chunk of a vector loop :func:`vector_inner` moves inside a reduction: at least
-    8 chunks (threads to balance) of whole 16-element vectors, at most 256 elements (1 KiB of floats:
-    a row segment the prefetchers stream); None when that is one chunk (16 points or fewer).
-
-    >>> # extent 4096 -> 256 (16 chunks);  1000 -> 128;  64 -> 16;  3 -> None
-    """
-    lo, hi = (int(x) for x in _value_range([s.table[stmt].map], s.loop_dim(stmt, loop)).strip("[]").split(","))
-    extent = hi - lo + 1
-    chunk = max(16, min(256, -(-(-(-extent // 8)) // 16) * 16))
-    return chunk if extent > chunk else None
-
-
-TRANSFORMS = {
-    "interchange": interchange, "reorder": reorder, "tile": tile, "split": split, "skew": skew,
-    "reverse": reverse, "shift": shift, "fuse": fuse, "fuse_last": fuse_last, "fuse_first": fuse_first, "distribute": distribute,
-    "parallel": parallel,
-    "vectorize": vectorize, "unroll": unroll, "unmark": unmark, "regtile": regtile, "pack": pack,
-    "auto_parallel": auto_parallel, "vector_inner": vector_inner,
-}
-
-
-def apply_step(s: Schedule, step: Step) -> Schedule:
-    """Replay one step (from JSON) on ``s``."""
-    fn = TRANSFORMS.get(step.op)
-    if fn is None:
-        raise ScheduleError(f"unknown schedule step {step.op!r}; known: {', '.join(sorted(TRANSFORMS))}")
-    kw = step.kwargs()
-    try:
-        return fn(s, **kw)
-    except TypeError as e:
-        raise ScheduleError(f"bad arguments for step {step}: {e}") from None

@@ -23,7 +23,7 @@ def default_schedule(scop, dependences, options):
     scheduler with ``fusion``) with the outermost dependence-free loop of
     each nest marked parallel, blocked by the autotiler when a hardware
     descriptor is given, the other reductions with a unit-stride output loop innermost
-    (``vector_inner``); parallel loops with too little work per execution
+    (``vector_inner``), transposing copies tiled (``tile_transposes``); parallel loops with too little work per execution
     for a parallel region are then left serial (``cost.parallel_work``).
     """
     from .. import scheduling as sched_mod
@@ -43,8 +43,9 @@ def default_schedule(scop, dependences, options):
         from ..autotile import autotile
 
         s, _ = autotile(s, hardware.load_once(options.hardware))
-        # Reductions the register tiles left get a vector loop innermost where one exists (pooling's channels).
-        s = sched_mod.vector_inner(s)
+        # Reductions the register tiles left get a vector loop innermost where one exists (pooling's channels);
+        # copies that write along one loop and read along another run by square tiles (a transpose).
+        s = sched_mod.tile_transposes(sched_mod.vector_inner(s))
     # A parallel loop whose executions are too small to pay for a parallel region runs serially
     # (a 4x4 matmul spent 20 us forking threads for 64 multiply-adds).
     return drop_small_parallel(s, [], need=_min_parallel_work(options))

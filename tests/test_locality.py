@@ -1,6 +1,7 @@
-"""vector_inner (polytile.scheduling.transforms): a reduction the register tiles left, whose innermost
-loop is a reduction loop, gets the output loop that is unit-stride in every access innermost -- the
-vector loop -- and nothing else moves."""
+"""The locality steps of the default schedule (polytile.scheduling.locality).  vector_inner: a reduction
+the register tiles left, whose innermost loop is a reduction loop, gets the output loop that is
+unit-stride in every access innermost -- the vector loop -- and nothing else moves.  tile_transposes: a
+copy that writes along one loop and reads along another runs by square tiles."""
 from __future__ import annotations
 
 import numpy as np
@@ -57,3 +58,47 @@ def test_a_user_schedule_is_not_reordered():
     s = polytile.schedule("examples/maxpool.tile", dims="N=2,H=8,W=10,C=19")
     assert s.loop_names("S0") == ["n", "y", "x", "c", "i", "j"]
     assert S.vector_inner(s).loop_names("S0") == ["n", "y", "x", "i", "j", "c"]
+
+
+# -- tile_transposes ---------------------------------------------------------------------------------
+
+PERMUTE3 = "function (I[A, B, C]) -> (O) { O[c, b, a : C, B, A] = =(I[a, b, c]); }"
+ADD_T = "function (X[M, N], Y[N, M]) -> (Z) { T[i, j : M, N] = =(Y[j, i]); Z = X + T; }"
+
+
+def test_a_transpose_runs_by_square_tiles():
+    s = _default("examples/transpose.tile", "M=100,N=70")
+    assert s.loop_names("S0") == ["j_t", "i_t", "j", "i"] and ("S0", "j_t", S.PARALLEL, False) in s.marks
+    assert "tile_transposes" in [st.op for st in s.steps]
+    assert replay(s.scop, s.deps, s.steps).loop_names("S0") == s.loop_names("S0")
+    # float64 tiles are half as many elements wide (the same bytes per row)
+    t = polytile.schedule("examples/transpose.tile", dims="M=100,N=70", hardware="x86-avx512", dtypes="float64")
+    assert t.describe() != s.describe() and "[0, 4]" in t.describe()  # 70 / 16 -> j_t in [0, 4]
+
+
+def test_copies_that_do_not_transpose_or_are_small_are_left_alone():
+    # the inner loop is unit-stride in every access: nothing to tile
+    s = _default("function (X[M, N]) -> (Y) { Y[i, j : M, N] = =(X[i, j]); }", "M=100,N=70")
+    assert "tile_transposes" not in [st.op for st in s.steps]
+    # shorter than two tiles along one loop
+    s = _default("examples/transpose.tile", "M=100,N=40")
+    assert "tile_transposes" not in [st.op for st in s.steps]
+    # a user schedule stays in program order until it asks
+    s = polytile.schedule("examples/transpose.tile", dims="M=100,N=70")
+    assert s.loop_names("S0") == ["j", "i"]
+    assert S.tile_transposes(s).loop_names("S0") == ["j_t", "i_t", "j", "i"]
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int8", "int64"])
+@pytest.mark.parametrize("program, shapes", [
+    ("examples/transpose.tile", [(100, 70)]),
+    (PERMUTE3, [(67, 3, 91)]),
+    (ADD_T, [(66, 97), (97, 66)]),
+])
+def test_tiled_transposes_match_the_oracle(program, shapes, dtype, target):
+    """Partial tiles at both edges, a 3-D permutation, a transpose feeding an add; exact."""
+    rng = np.random.default_rng(4)
+    arrays = [rng.integers(-100, 100, s).astype(dtype) for s in shapes]
+    k = polytile.compile(program, target=target, hardware="x86-avx512")
+    np.testing.assert_array_equal(k(*arrays), polytile.reference(program, *arrays))

@@ -1,0 +1,173 @@
+"""Default-schedule steps for memory locality outside the register tiles: vector loops innermost
+(:func:`vector_inner`) and tiled transposing copies (:func:`tile_transposes`).
+
+Both are replayable steps without arguments (recorded as ``vector_inner()``, ``tile_transposes()``),
+legality-checked like any transformation; a user schedule gets them only when it asks.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..errors import IllegalSchedule, ScheduleError
+from ..poly import body as B
+from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Schedule, Step, _value_range
+from .transforms import _loops_in, _walk_iters, reorder, tile
+
+
+def _unit_or_invariant(e_list, it: str) -> bool:
+    """Whether an index (a list of subscript expressions) moves by one element along ``it`` or not at all:
+    ``it`` (plus a constant) as the last subscript and nowhere else, or absent."""
+    uses = [k for k, e in enumerate(e_list) if any(x.name == it for x in _walk_iters(e))]
+    if not uses:
+        return True
+    if uses != [len(e_list) - 1]:
+        return False
+    last = e_list[-1]
+    if isinstance(last, B.Iter):
+        return True
+    return (isinstance(last, B.Bin) and last.op in ("+", "-") and isinstance(last.a, B.Iter) and last.a.name == it
+            and isinstance(last.b, B.Const))
+
+
+def vector_inner(s: Schedule) -> Schedule:
+    """In each Tile reduction whose innermost loop is a reduction loop, move innermost the output loop
+    that moves every access by one element (or leaves it): the vector loop gcc needs.
+
+    Program order puts a contraction's reduction loops inside its output loops; a short reduction
+    innermost (2x2 max pooling: ``for c: for i < 2: for j < 2: O[..][c] = max(O[..][c], I[..][c])``)
+    runs scalar, while the channel loop is unit-stride in every array.  Reordering reduction loops
+    with output loops keeps each cell's updates in their order; each step is legality-checked.
+    Statements under a register tile (which has its own vector loop) are left alone, as are sums
+    along a loop no output loop can replace (a row sum: its output loop strides the rows) and
+    statements sharing a loop with another (a fused nest, which the reordering would split).  An output
+    loop marked parallel is tiled first: its chunks stay outside the reduction, in parallel
+    (:func:`_vector_chunk`), its points go innermost.
+
+    >>> # maxpool S0: n, y, x, c, i, j  ->  n, y, x, i, j, c
+    >>> # column min S0: J [parallel], i  ->  J_t [parallel], i, J
+    """
+    out = s
+    tiled = {m[0] for m in s.marks if m[2] == REGTILE}
+    for name, _ in s.stmts:
+        st = s.scop.statement(name)
+        loops = _loops_in(out, name)
+        if st.c_text is not None or not st.is_reduction or name in tiled or len(loops) < 2:
+            continue
+        dim = loops[-1][0]
+        if out.carried([name], dim, out.deps.reduction).is_empty():
+            continue  # the innermost loop already moves the cell
+        if any(len(out.group(name, d)) > 1 for d, _ in loops):
+            continue  # a loop shared with another statement (a fused nest): reordering would split it
+        index = st.body.index
+        if not index or not isinstance(index[-1], B.Iter):
+            continue
+        it = index[-1].name
+        names = [n for _, n in loops]
+        reads = [ld.index for ld in B.loads(st.body.value)]
+        if it not in names or not all(_unit_or_invariant(list(r), it) for r in reads + [index]):
+            continue
+        try:
+            if any(m[0] == name and m[1] == it and m[2] == PARALLEL for m in out.marks):
+                # A parallel loop stays outside the reduction (one region, not one per step of cumsum's
+                # k): its chunks run in parallel (the tile loop takes the mark), its points innermost.
+                chunk = _vector_chunk(out, name, it)
+                if chunk is None:
+                    continue  # one chunk: the loop would lose its parallelism for no vector of gain
+                t = tile(out, name, {it: chunk})
+                names = [n for _, n in _loops_in(t, name)]
+                out = reorder(t, name, [n for n in names if n != it] + [it])
+            else:
+                out = reorder(out, name, [n for n in names if n != it] + [it])
+        except (IllegalSchedule, ScheduleError):
+            continue
+    if out is s:
+        return s
+    return out.with_(steps=s.steps + (Step.make("vector_inner"),))
+
+
+def _vector_chunk(s: Schedule, stmt: str, loop: str) -> Optional[int]:
+    """Points per parallel chunk of a vector loop :func:`vector_inner` moves inside a reduction: at least
+    8 chunks (threads to balance) of whole 16-element vectors, at most 256 elements (1 KiB of floats:
+    a row segment the prefetchers stream); None when that is one chunk (16 points or fewer).
+
+    >>> # extent 4096 -> 256 (16 chunks);  1000 -> 128;  64 -> 16;  3 -> None
+    """
+    lo, hi = (int(x) for x in _value_range([s.table[stmt].map], s.loop_dim(stmt, loop)).strip("[]").split(","))
+    extent = hi - lo + 1
+    chunk = max(16, min(256, -(-(-(-extent // 8)) // 16) * 16))
+    return chunk if extent > chunk else None
+
+
+
+
+#: Bytes along each side of a transposing copy's tiles: 32 x 32 floats read 32 rows of 128 bytes and
+#: write 32 (8 KiB together, in any L1).  Transpose 4096^2 on the Zen 5 VM: 53 ms untiled; 15.6, 14.3,
+#: 16.3 and 18.6 ms with tiles of 16, 32, 64 and 128 floats (exploratory, 3 interleaved rounds).
+TRANSPOSE_TILE_BYTES = 128
+
+
+def tile_transposes(s: Schedule) -> Schedule:
+    """Tile square the loops of each copy that writes along one loop and reads along another.
+
+    ``O[j][i] = I[i][j]`` in program order writes a row of ``O`` while reading ``I`` down a column:
+    every read touches a new cache line (and, past 4 KiB rows, a new page).  With both loops tiled by
+    ``TRANSPOSE_TILE_BYTES`` the lines a tile reads are all still in L1 when the tile's next column
+    reads them.  Applies to statements that are not reductions, alone in their nest, unmarked but for
+    ``parallel``, whose innermost loop the write follows with unit stride and some read strides, that
+    read's last subscript being another loop; both loops at least two tiles long.  The parallel mark
+    moves to the outer tile loop; each step is legality-checked.
+
+    >>> # transpose S0: j [parallel], i  ->  j_t [parallel], i_t, j, i   (32 x 32 floats)
+    """
+    out = s
+    for name, _ in s.stmts:
+        st = s.scop.statement(name)
+        loops = _loops_in(out, name)
+        if st.c_text is not None or st.is_reduction or len(loops) < 2:
+            continue
+        if any(len(out.group(name, d)) > 1 for d, _ in loops):
+            continue  # a fused nest: tiling one statement would split it
+        if any(m[0] == name and m[2] in (REGTILE, SIMD, UNROLL, PACK) for m in out.marks):
+            continue
+        names = [n for _, n in loops]
+        inner = names[-1]
+        index = list(st.body.index)
+        if not index or not _last_is(index, inner) or not _unit_or_invariant(index, inner):
+            continue
+        across = None
+        for ld in B.loads(st.body.value):
+            if _unit_or_invariant(list(ld.index), inner):
+                continue
+            r = next((v for v in names[:-1] if _last_is(list(ld.index), v)), None)
+            if r is not None:
+                across = r
+                break
+        if across is None:
+            continue
+        size = max(8, TRANSPOSE_TILE_BYTES // np.dtype(s.scop.array(st.body.array).dtype).itemsize)
+        if min(_extent(out, name, across), _extent(out, name, inner)) < 2 * size:
+            continue
+        try:
+            t = tile(out, name, {across: size, inner: size})
+            tiled = [n for _, n in _loops_in(t, name)]
+            out = reorder(t, name, [n for n in tiled if n not in (across, inner)] + [across, inner])
+        except (IllegalSchedule, ScheduleError):
+            continue
+    if out is s:
+        return s
+    return out.with_(steps=s.steps + (Step.make("tile_transposes"),))
+
+
+def _last_is(index, it: str) -> bool:
+    """Whether the last subscript of ``index`` is loop ``it`` (plus a constant)."""
+    last = index[-1]
+    return (isinstance(last, B.Iter) and last.name == it) or (
+        isinstance(last, B.Bin) and last.op in ("+", "-") and isinstance(last.a, B.Iter) and last.a.name == it
+        and isinstance(last.b, B.Const))
+
+
+def _extent(s: Schedule, stmt: str, loop: str) -> int:
+    lo, hi = (int(x) for x in _value_range([s.table[stmt].map], s.loop_dim(stmt, loop)).strip("[]").split(","))
+    return hi - lo + 1
