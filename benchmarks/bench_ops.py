@@ -1,6 +1,6 @@
 """Reductions, pooling and elementwise Tile programs against numpy: the shapes that are not a GEMM.
 
-    python benchmarks/bench_ops.py                     # seven workloads, ~2 minutes
+    python benchmarks/bench_ops.py                     # thirteen workloads, ~4 minutes
     python benchmarks/bench_ops.py --only matvec softmax
 
 Each row is an ``examples/`` program at the size below, float32 standard normal inputs, compiled with
@@ -12,7 +12,12 @@ the default schedule, against the numpy formulation a user would write (one call
 * ``maxpool`` 2x2 over 8 x 64 x 64 x 32 (NHWC): ``I.reshape(8, 32, 2, 32, 2, 32).max(axis=(2, 4))``;
 * ``softmax`` 1024 x 1024 over rows: ``exp(X - max) / sum``;
 * ``elementwise_chain`` 2^20: ``where(X >= Y, exp(-|X|) + tanh(X) sigmoid(Y), sqrt|XY| - tanh(X) sigmoid(Y))``;
-* ``min_plus`` 256^3 (tropical matmul): ``(A[:, :, None] + B[None]).min(axis=1)``.
+* ``min_plus`` 256^3 (tropical matmul): ``(A[:, :, None] + B[None]).min(axis=1)``;
+* ``row_max`` 4096^2: ``I.max(axis=1)``; ``min_reduce`` 4096^2 (column minima): ``I.min(axis=0)``;
+* ``transpose`` 4096^2: ``ascontiguousarray(I.T)``;
+* ``matmul_abt`` 1024^3: ``A @ B.T`` (BLAS sgemm, transposed operand);
+* ``global_avgpool`` 8 x 28 x 28 x 512: ``I.mean(axis=(1, 2))``;
+* ``conv2d_same`` 3x3 "same" 1 x 56 x 56 x 64 -> 64: im2col of the zero-padded image and one sgemm.
 
 These run on the paths the register tiles do not take: sums into one cell in SIMD lanes
 (``codegen/c_accumulate.py``), unit-stride output loops innermost (``scheduling.vector_inner``),
@@ -62,7 +67,37 @@ def min_plus(A, B):
     return (A[:, :, None] + B[None, :, :]).min(axis=1)
 
 
-BASELINES = {f.__name__: f for f in (matvec, row_sum, dot, maxpool, softmax, elementwise_chain, min_plus)}
+def row_max(I):
+    return I.max(axis=1)
+
+
+def min_reduce(I):
+    return I.min(axis=0)
+
+
+def transpose(I):
+    return np.ascontiguousarray(I.T)
+
+
+def matmul_abt(A, B):
+    return A @ B.T
+
+
+def global_avgpool(I):
+    return I.mean(axis=(1, 2))
+
+
+def conv2d_same(I, F):
+    # im2col over the zero-padded image, then one BLAS call (bench_all's conv baseline, padded)
+    P = np.pad(I, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    n, h, w, ci = I.shape
+    cols = np.lib.stride_tricks.sliding_window_view(P, (3, 3), axis=(1, 2))  # n, h, w, ci, 3, 3
+    cols = cols.transpose(0, 1, 2, 4, 5, 3).reshape(n * h * w, 9 * ci)
+    return (cols @ F.reshape(9 * ci, -1)).reshape(n, h, w, -1)
+
+
+BASELINES = {f.__name__: f for f in (matvec, row_sum, dot, maxpool, softmax, elementwise_chain, min_plus, row_max,
+                                     min_reduce, transpose, matmul_abt, global_avgpool, conv2d_same)}
 
 
 def workloads(args):
@@ -75,6 +110,13 @@ def workloads(args):
         ("softmax", "1024x1024", "M=1024,N=1024", [(1024, 1024)], 5 * 1024 * 1024),
         ("elementwise_chain", "2^20", "N=1048576", [(1 << 20,), (1 << 20,)], 16 << 20),
         ("min_plus", "256^3", "M=256,K=256,N=256", [(256, 256), (256, 256)], 2 * 256 ** 3),
+        ("row_max", "4096x4096", "M=4096,N=4096", [(4096, 4096)], 4096 * 4096),
+        ("min_reduce", "4096x4096 (columns)", "M=4096,N=4096", [(4096, 4096)], 4096 * 4096),
+        ("transpose", "4096x4096", "M=4096,N=4096", [(4096, 4096)], 0),
+        ("matmul_abt", "1024^3, A @ B.T", "M=1024,N=1024,K=1024", [(1024, 1024), (1024, 1024)], 2 * 1024 ** 3),
+        ("global_avgpool", "8x28x28x512", "N=8,H=28,W=28,C=512", [(8, 28, 28, 512)], 8 * 28 * 28 * 512),
+        ("conv2d_same", "1x56x56x64 -> 64, 3x3", "N=1,H=56,W=56,CI=64,CO=64", [(1, 56, 56, 64), (3, 3, 64, 64)],
+         2 * 56 * 56 * 64 * 9 * 64),
     ]
     out = []
     for name, shape, dims, shapes, flops in rows:

@@ -38,6 +38,10 @@ def batched_matmul(X, Y):
     return np.matmul(X, Y)
 
 
+def matmul_abt(A, B):
+    return A @ B.T
+
+
 def matvec(A, X):
     return A @ X
 
@@ -154,6 +158,10 @@ def conv1d(I, F):
 
 def conv2d(I, F):
     return _conv2d_valid(I, F)
+
+
+def global_avgpool(I):
+    return I.sum(axis=(1, 2)) / (I.shape[1] * I.shape[2])
 
 
 def conv2d_same(I, F):
@@ -276,6 +284,7 @@ def casts(X, S):
 NUMPY = {
     "matmul": matmul,
     "batched_matmul": batched_matmul,
+    "matmul_abt": matmul_abt,
     "matvec": matvec,
     "dot": dot,
     "outer": outer,
@@ -301,6 +310,7 @@ NUMPY = {
     "depthwise_conv": depthwise_conv,
     "maxpool": maxpool,
     "avgpool": avgpool,
+    "global_avgpool": global_avgpool,
     "upsample2x": upsample2x,
     "zero_stuff": zero_stuff,
     "slice_update": slice_update,
@@ -318,7 +328,7 @@ NUMPY = {
 # the two sides may not share).  They are compared with TOLERANCE; everything
 # else must match exactly.
 INEXACT = frozenset({
-    "mean", "softmax", "layernorm_stats", "frobenius", "geomean",
+    "mean", "global_avgpool", "softmax", "layernorm_stats", "frobenius", "geomean",
     "elementwise_chain", "math_builtins",
 })
 TOLERANCE = dict(rtol=1e-6, atol=1e-9)
