@@ -1,6 +1,7 @@
 """The cost model's entry points: :func:`predict_config` (a TileConfig's blocked nest) and :func:`predict`."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import List, Tuple
 
 from ..hardware import CPUDescriptor, HardwareError
@@ -42,8 +43,8 @@ def _config_nest(s, cfg, hw, *, footprints: bool) -> _Nest:
     reads is filled in (a register tile's plain parts do not depend on footprints; a plain nest's do)."""
     if not isinstance(hw, CPUDescriptor):
         raise HardwareError(f"the cost model describes CPUs; got a {getattr(hw, 'kind', type(hw).__name__)} descriptor")
-    st = s.scop.statement(s.resolve(cfg.stmt))
-    info = _info(st, s.scop.arrays)
+    st, arrays = _packed_layout(s.scop.statement(s.resolve(cfg.stmt)), s.scop.arrays, cfg)
+    info = _info(st, arrays)
     E = info.extent
     # What depends only on the statement and its roles, worked out once per ranking, not per configuration.
     memo = info.config_memo
@@ -71,7 +72,7 @@ def _config_nest(s, cfg, hw, *, footprints: bool) -> _Nest:
     fp_el, fp_ln, sets = [], [], {}
     if footprints:
         line = _line_bytes(hw)
-        shapes = {a.name: tuple(a.shape) for a in s.scop.arrays}
+        shapes = {a.name: tuple(a.shape) for a in arrays}
         conflict = _conflict_levels(hw)
         boxes, box = [{}], {}
         for name, it, step, _ in loops:
@@ -99,6 +100,59 @@ def _config_nest(s, cfg, hw, *, footprints: bool) -> _Nest:
         plain = [(f_j, kind, float(nr), chains), (1 - f_j, kind, float(rem_j), chains * rem_j / nr)]
     return _Nest(st.name, names, trips, fp_el, fp_ln, info.written,
                  float(info.ops * info.count), dtype, par, regtile, full, plain, sets=sets, itemsize=item)
+
+
+def _packed_layout(st, arrays, cfg) -> Tuple[object, Tuple]:
+    """``st`` and ``arrays`` as ``cfg``'s register tile reads them: a column operand indexed by the
+    column loop on another axis than its last (``B[j][k]`` of ``A @ B.T``) is copied into a packed
+    panel where ``j`` is the last axis (autotile.pack_plan, codegen/pack.py), so it is modelled as
+    ``B'[k][j]``.  Read in place, every vector of it is a gather over ``nr`` lines, and the model saw
+    the configurations of ``A @ B.T`` as 30x slower than those of ``A @ B``, all alike: its pick ran
+    1.2x slower than the GEMM's configuration on the same data.  Unchanged without packing.
+
+    >>> # C[i, j] += A[i, k] * B[j, k], cfg.j == "j"  ->  C[i, j] += A[i, k] * B'[k, j], B' of shape (K, N)
+    """
+    if not (cfg.regtile and cfg.pack):
+        return st, arrays
+    memo = _info(st, arrays).config_memo
+    key = ("packed", cfg.i, cfg.j, arrays)
+    if key not in memo:
+        memo[key] = _permuted(st, arrays, cfg.i, cfg.j)
+    return memo[key]
+
+
+def _permuted(st, arrays, i: str, j: str):
+    moved = {}
+
+    def uses(e, it):
+        return any(isinstance(x, B.Iter) and x.name == it for x in B.walk(e))
+
+    def view(n):
+        if isinstance(n, B.Load):
+            axes = [d for d, e in enumerate(n.index) if uses(e, j)]
+            if n.array == st.body.array or len(axes) != 1 or axes[0] == len(n.index) - 1 \
+                    or any(uses(e, i) for e in n.index):
+                return n
+            perm = [d for d in range(len(n.index)) if d != axes[0]] + axes
+            if moved.setdefault(n.array, perm) != perm:
+                raise ValueError("one array read in two layouts")
+            return B.Load(n.array, tuple(n.index[d] for d in perm), n.dtype)
+        if isinstance(n, B.Bin):
+            return B.Bin(n.op, view(n.a), view(n.b), n.dtype)
+        if isinstance(n, B.Neg):
+            return B.Neg(view(n.operand), n.dtype)
+        if isinstance(n, (B.Const, B.Iter)):
+            return n
+        raise ValueError(f"no packed view through {type(n).__name__}")
+
+    try:
+        value = view(st.body.value)
+    except ValueError:
+        return st, arrays
+    if not moved:
+        return st, arrays
+    out = tuple(replace(a, shape=tuple(a.shape[d] for d in moved[a.name])) if a.name in moved else a for a in arrays)
+    return replace(st, body=replace(st.body, value=value)), out
 
 
 # ---------------------------------------------------------------------------
