@@ -28,6 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import islpy as isl
 import numpy as np
 
+from .epilogues import fuse_epilogues, zero_per_block
 from .errors import PolytileError, ScheduleError
 from .hardware import CPUDescriptor
 from .poly import body as B
@@ -549,12 +550,14 @@ def autotile(s: Schedule, hw, *, predict=None) -> Tuple[Schedule, List[TileConfi
     for st in contraction_statements(s):
         # Only the first three are tried; the bound spares predicting the configurations that cannot be among them.
         ranked = rank(s, candidates(s, st, hw), lambda c: predict(s, c), bound=bound, need=3, memory=memory)
+        r = roles(s, st)
         for cfg in ranked[:3]:
             try:
                 s = apply(s, cfg)
             except PolytileError:
                 continue
             chosen.append(cfg)
+            s = zero_per_block(s, cfg, r)
             break
     for cfg in chosen:
         s = fuse_epilogues(s, cfg)
@@ -711,71 +714,3 @@ def _trips(r: Roles, cfg: TileConfig) -> Dict[str, int]:
     return {f"{r.i}_t": -(-E[r.i] // cfg.mc), f"{r.j}_t": -(-E[r.j] // cfg.nc), f"{r.k}_t": -(-E[r.k] // cfg.kc),
             f"{r.i}_t1": -(-min(cfg.mc, E[r.i]) // cfg.mr), f"{r.j}_t1": -(-min(cfg.nc, E[r.j]) // cfg.nr),
             **{v: E[v] for v in r.outer}}
-
-
-def _consumers(s: Schedule, stmt: str) -> List[str]:
-    """Elementwise statements reading ``stmt``'s output cell-for-cell (same shape, no broadcast)."""
-    st = s.scop.statement(stmt)
-    out = []
-    for e in s.scop.statements:
-        if e.kind != "elementwise":
-            continue
-        for ld in B.loads(e.body.value):
-            if ld.array == st.body.array and all(isinstance(x, B.Iter) for x in ld.index) \
-                    and [x.name for x in ld.index] == list(e.iters):
-                out.append(e.name)
-                break
-    return out
-
-
-def fuse_epilogues(s: Schedule, cfg: TileConfig) -> Schedule:
-    """Fuse the elementwise consumers of a blocked contraction into its cache-tile loops.
-
-    ``Y = relu(C + bias)`` after ``C`` blocked as ``j_t, i_t, k_t, ...``: ``Y``
-    is tiled alike and runs inside ``j_t, i_t`` right after the ``k_t`` loop
-    has finished that ``mc x nc`` block of ``C``, while it is still in cache.
-    The loops outside ``k_t`` are the ones that can be shared (inside it the
-    block is not complete yet); each step is legality-checked, and a consumer
-    that does not fit keeps its own nest.
-
-    Running ``Y`` per register block instead (``fuse_last`` at the tile loops,
-    reading the block from L1) measured within noise on the C target and 13%
-    slower on the llvm target for matmul+bias+relu 1024^3, so it is a schedule
-    step users can ask for, not the default.  So is the mirror for the
-    initialisation (``fuse_first``: ``C = 0`` on each register block right before
-    its first reduction step, instead of a separate pass): SGEMM 2048^3 measured
-    within noise of the separate pass (2-core Xeon, fresh output each call).
-    """
-    st = cfg.stmt
-    names = s.loop_names(st)
-    kt = f"{cfg.k}_t"
-    if kt not in names:
-        return s
-    shared = names[:names.index(kt)]
-    if not shared:
-        return s
-    tiles = {f"{cfg.i}_t": (cfg.i, cfg.mc), f"{cfg.j}_t": (cfg.j, cfg.nc)}
-    out_idx = s.scop.statement(st).body.index
-    prev = st
-    for e in _consumers(s, st):
-        e_iters = s.scop.statement(e).iters
-        if len(e_iters) != len(out_idx):
-            continue
-        # contraction output iterator -> consumer iterator (a constant output index has none)
-        rename = {x.name: v for x, v in zip(out_idx, e_iters) if isinstance(x, B.Iter)}
-        try:
-            sizes = {rename[v]: size for _, (v, size) in tiles.items() if v in rename}
-            t = s.tile(e, sizes)
-            order = []
-            for n in shared:
-                if n in tiles:
-                    order.append(f"{rename[tiles[n][0]]}_t")
-                else:
-                    order.append(rename.get(n, n))
-            order += [x for x in t.loop_names(e) if x not in order]
-            t = t.reorder(e, order)
-            t = t.fuse(prev, e, len(shared))
-        except (PolytileError, KeyError):
-            continue
-        s, prev = t, e
-    return s

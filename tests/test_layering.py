@@ -58,8 +58,9 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("cfrontend", ("polytile.frontends.c",), ("poly", "errors", "names", "ir", "isl_parts")),
     ("schedule", ("polytile.scheduling",), ("poly", "deps", "errors", "deadline", "isl_parts")),
     # The cost model and the blocked-schedule space use each other (autotile ranks with
-    # the model, the model reads tile configurations): one stage.
-    ("cost", ("polytile.cost", "polytile.autotile"),
+    # the model, the model reads tile configurations): one stage, with the steps the autotiler
+    # adds around a blocked nest (epilogues).
+    ("cost", ("polytile.cost", "polytile.autotile", "polytile.epilogues"),
      ("poly", "deps", "schedule", "hardware", "errors", "names", "isl_parts")),
     # Figures (matplotlib, imported on first use): plain results in, a Figure out; iteration spaces
     # with isl, kernels on the roofline with the cost model.
