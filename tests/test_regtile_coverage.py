@@ -77,6 +77,20 @@ def test_unpacked_and_edge_blocks_gather_the_strided_operand(tmp_path, pack, dty
         assert ("pt_pk" in src) == pack
 
 
+def _checked_matmul(shape, dtype, target, seed):
+    """The default AVX-512 kernel of ``A @ B`` at ``(M, N, K)``: exact on small integers, with no register
+    tile dropped by the code generator; ``(kernel, A, B)``."""
+    M, N, K = shape
+    rng = np.random.default_rng(seed)
+    A = rng.integers(-3, 4, size=(M, K)).astype(dtype)
+    B = rng.integers(-3, 4, size=(K, N)).astype(dtype)
+    k = polytile.compile("examples/matmul.tile", hardware="x86-avx512", target=target)
+    np.testing.assert_array_equal(k(A, B), A @ B)
+    src = k.source(A, B)
+    assert "not applied" not in src, [ln for ln in src.splitlines() if "not applied" in ln]
+    return k, A, B
+
+
 @pytest.mark.parametrize("target", ["openmp", "llvm"])
 @pytest.mark.parametrize("dtype", ["float64", "int32"])
 @pytest.mark.parametrize("shape", [(37, 53, 29), (1, 64, 64), (1, 300, 77), (64, 1, 64)])
@@ -84,14 +98,7 @@ def test_blocks_of_one_row_run_the_register_tile(shape, dtype, target):
     """Row tiles of one row (mr = 1; a single-row matrix): isl leaves the block's row loop out and the
     statement's row is the tile loop's iterator (or 0).  The register tile still applies (it fell back to
     the generic nest before, e.g. float64 37 x 53 x 29 on AVX-512)."""
-    M, N, K = shape
-    rng = np.random.default_rng(M)
-    A = rng.integers(-3, 4, size=(M, K)).astype(dtype)
-    B = rng.integers(-3, 4, size=(K, N)).astype(dtype)
-    k = polytile.compile("examples/matmul.tile", hardware="x86-avx512", target=target)
-    np.testing.assert_array_equal(k(A, B), A @ B)
-    src = k.source(A, B)
-    assert "not applied" not in src, [ln for ln in src.splitlines() if "not applied" in ln]
+    _checked_matmul(shape, dtype, target, seed=shape[0])
 
 
 SAME = "examples/conv2d_same.tile"
@@ -183,12 +190,7 @@ def test_one_segment_blocks_zero_their_own_cells(shape, dtype, target):
     """With kc covering all of k the output is zeroed block by block right before its only reduction
     segment (autotile.zero_per_block), not in a pass before (skinny 4096x64 @ 64x4096: 9.9 -> 8.5 ms,
     numpy 9.0); every cell still starts at 0, partial blocks included.  Several segments keep the pass."""
-    M, N, K = shape
-    rng = np.random.default_rng(K)
-    A = rng.integers(-3, 4, size=(M, K)).astype(dtype)
-    B = rng.integers(-3, 4, size=(K, N)).astype(dtype)
-    k = polytile.compile("examples/matmul.tile", hardware="x86-avx512", target=target)
-    np.testing.assert_array_equal(k(A, B), A @ B)
+    k, A, B = _checked_matmul(shape, dtype, target, seed=shape[2])
     steps = [st.op for st in k.specialize(A, B).schedule.steps]
     if "regtile" in steps:
         assert "fuse_first" in steps
