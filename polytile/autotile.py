@@ -410,6 +410,11 @@ def pack_seconds(s: Schedule, cfg: TileConfig, hw: CPUDescriptor) -> float:
     return total
 
 
+#: The most of a shared last-level cache one kernel counts on (a server part's 100+ MB are shared by
+#: many cores; the candidates' panels, and the outputs that fit without a trip to memory).
+L3_SHARE = 32 * 1024 * 1024
+
+
 def _pow2_upto(n: int, lo: int = 1) -> List[int]:
     out, x = [], lo
     while x < n:
@@ -440,7 +445,7 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
     l1 = caches[0].size_bytes if caches else 32 * 1024
     l2 = caches[1].size_bytes if len(caches) > 1 else 8 * l1
     l3 = caches[2].size_bytes if len(caches) > 2 else 4 * l2
-    l3 = min(l3, 32 * 1024 * 1024)
+    l3 = min(l3, L3_SHARE)
     blocks = []
     for nv in (1, 2, 3, 4, 6, 8):
         nr = nv * lanes
@@ -557,7 +562,8 @@ def autotile(s: Schedule, hw, *, predict=None) -> Tuple[Schedule, List[TileConfi
             except PolytileError:
                 continue
             chosen.append(cfg)
-            s = zero_per_block(s, cfg, r)
+            caches = hw.cache_levels()
+            s = zero_per_block(s, cfg, r, min(caches[-1].size_bytes, L3_SHARE) if caches else 0)
             break
     for cfg in chosen:
         s = fuse_epilogues(s, cfg)
