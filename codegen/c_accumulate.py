@@ -31,7 +31,7 @@ from polytile.poly import body as B
 from polytile.scheduling.core import tile_simd_reduction_blocker
 from polytile.scheduling.marks import Mark, Parallel, Reduction, Simd
 
-from .c_expr import c_const, ctype
+from .c_expr import c_const, ctype, update
 
 Accumulator = Tuple[Dict[str, str], Tuple, List[str], List[str]]
 
@@ -154,15 +154,8 @@ def tile_accumulator(printer, n: isl.AstNode, it: str, marks: Tuple[Mark, ...], 
     printer.accumulator_dtypes[acc] = dtype
     before = [f"{ctype(dtype)} {acc} = {c_const(D.reduction_identity(op, dtype), dtype)};"]
     target = printer.body.access(st.body.array, st.body.index)
-    cell = " ".join([f"const long {v} = {binds[v]};" for v in _cell_iterators(st)] + [_combine(target, op, acc, dtype)])
+    cell = " ".join([f"const long {v} = {binds[v]};" for v in _cell_iterators(st)] + [update(target, op, acc, dtype)])
     return {st.name: acc}, kept + (Simd((Reduction(op, acc),)),), before, [f"{{ {cell} }}"]
-
-
-def _combine(target: str, op: str, value: str, dtype: str) -> str:
-    """``target op= value`` in C; max/min through the prelude's NaN-propagating helpers."""
-    if op in ("+", "*"):
-        return f"{target} {op}= {value};"
-    return f"{target} = pt_{op}_{dtype}({target}, {value});"
 
 
 def lane_update(printer, st, acc: str) -> str:
@@ -172,4 +165,4 @@ def lane_update(printer, st, acc: str) -> str:
     >>> # O[i] = pt_max_float32(O[i], I[i][j])  ->  pt_acc0 = pt_max_float32(pt_acc0, I[i][j]);
     """
     dtype = printer.arrays[st.body.array].dtype
-    return _combine(acc, st.body.reduce, printer.body.as_type(st.body.value, dtype), dtype)
+    return update(acc, st.body.reduce, printer.body.as_type(st.body.value, dtype), dtype)

@@ -279,8 +279,19 @@ class BodyPrinter:
         if s.reduce in ("+", "*"):
             if arr.dtype in ("bool", "int8", "int16", "uint8", "uint16"):
                 return f"{target} = {self._narrow(f'({target} {s.reduce} {value})', arr.dtype)};"
-            return f"{target} {s.reduce}= {value};"
-        return f"{target} = pt_{s.reduce}_{_helper_dtype(arr.dtype)}({target}, {value});"
+        return update(target, s.reduce, value, arr.dtype)
+
+
+def update(target: str, op: str, value: str, dtype: str) -> str:
+    """The C statement combining ``value`` into ``target`` by reduction ``op``: ``target op= value``,
+    max/min through the prelude's NaN-propagating helpers (a cell, or a lane accumulator).
+
+    >>> update("O[i]", "max", "I[i][j]", "float32")
+    'O[i] = pt_max_float32(O[i], I[i][j]);'
+    """
+    if op in ("+", "*"):
+        return f"{target} {op}= {value};"
+    return f"{target} = pt_{op}_{_helper_dtype(dtype)}({target}, {value});"
 
 
 def _helper_dtype(dtype: str) -> str:

@@ -73,7 +73,7 @@ class LlvmGenerator:
         self.arrays: Dict[str, Array] = {a.name: a for a in scop.arrays}
         self.stmts = scop.statement_map
         self.body = BodyEmitter(self.module, self.arrays)
-        self.lanes = False  # inside a loop whose one statement sums into one cell (c_accumulate.lane_reduction)
+        self.lanes = False  # inside a loop whose one statement reduces into one cell (c_accumulate.lane_reduction)
         self.use_threads = parallel  # libgomp is there: parallel marks become parallel regions
         self.min_parallel_copy = min_parallel_copy
         self.frame: _Frame = None  # type: ignore[assignment]
@@ -275,7 +275,7 @@ class LlvmGenerator:
             vals[it] = v
             b.cbranch(self._bool(self.aexpr(n.for_get_cond())), inside, done)
             b.position_at_end(inside)
-            # A Tile sum into one cell along this loop may be reassociated: LLVM then sums it in lanes.
+            # A Tile reduction into one cell along this loop may be regrouped: LLVM then runs it in lanes.
             lanes, self.lanes = self.lanes, c_accumulate.lane_reduction(self, n, it) is not None
             try:
                 self.node(n.for_get_body())

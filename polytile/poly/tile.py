@@ -160,15 +160,15 @@ class _Lowering:
         cell_nodes = tuple(B.Iter(c) for c in cells)
         full = " and ".join(f"0 <= {c} < {n}" for c, n in zip(cells, out.shape)) or "true"
         reached = contract.write_map().range().set_tuple_name(f"R{k}")
-        every = reached.is_equal(isl.Set(f"{{ R{k}[{', '.join(cells)}] : {full} }}"))
         ident = sema.identity(st.agg, np.dtype(out.dtype)) if st.agg != "=" else None
         reset = ident is not None and not (ident == 0 and st.default is None)
+        sets_first = (st.agg == "=" or reset) and reached.is_equal(isl.Set(f"{{ R{k}[{', '.join(cells)}] : {full} }}"))
         if st.default is not None:
             dflt = self._arr(st.default)
             fill_value: B.Node = _cast(B.Load(dflt.name, cell_nodes, dflt.dtype), out.dtype)
         else:
             fill_value = B.Const(0, out.dtype)
-        if not (every and (st.agg == "=" or reset)):
+        if not sets_first:
             self.statements.append(Statement(
                 f"Z{k}", cells, isl.Set(f"{{ Z{k}[{', '.join(cells)}] : {full} }}"),
                 B.Store(out.name, cell_nodes, fill_value), "fill", st.output,

@@ -22,13 +22,7 @@ def _unit_or_invariant(e_list, it: str) -> bool:
     uses = [k for k, e in enumerate(e_list) if any(x.name == it for x in _walk_iters(e))]
     if not uses:
         return True
-    if uses != [len(e_list) - 1]:
-        return False
-    last = e_list[-1]
-    if isinstance(last, B.Iter):
-        return True
-    return (isinstance(last, B.Bin) and last.op in ("+", "-") and isinstance(last.a, B.Iter) and last.a.name == it
-            and isinstance(last.b, B.Const))
+    return uses == [len(e_list) - 1] and _last_is(e_list, it)
 
 
 def vector_inner(s: Schedule) -> Schedule:
@@ -94,12 +88,9 @@ def _vector_chunk(s: Schedule, stmt: str, loop: str) -> Optional[int]:
 
     >>> # extent 4096 -> 256 (16 chunks);  1000 -> 128;  64 -> 16;  3 -> None
     """
-    lo, hi = (int(x) for x in _value_range([s.table[stmt].map], s.loop_dim(stmt, loop)).strip("[]").split(","))
-    extent = hi - lo + 1
+    extent = _extent(s, stmt, loop)
     chunk = max(16, min(256, -(-(-(-extent // 8)) // 16) * 16))
     return chunk if extent > chunk else None
-
-
 
 
 #: Bytes along each side of a transposing copy's tiles: 32 x 32 floats read 32 rows of 128 bytes and
