@@ -255,8 +255,9 @@ SPREAD_FUNCTION = r"""
 #if defined(_OPENMP) && defined(__linux__)
 #include <omp.h>
 #include <sched.h>
-/* Run an empty region on `threads` threads; a worker on the caller's CPU narrows its own affinity to
-   the caller's mask without that CPU.  The caller's CPU, or -1 when nothing ran (bound threads). */
+/* Run an empty region on `threads` threads; every worker narrows its own affinity to the caller's
+   mask without the caller's CPU, so no later wake-up lands there while the caller stays on it.
+   The caller's CPU, or -1 when nothing ran (bound threads). */
 int pt_spread(int threads) {
   if (omp_get_proc_bind() != omp_proc_bind_false) return -1;
   const int cpu = sched_getcpu();
@@ -264,7 +265,7 @@ int pt_spread(int threads) {
   if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof mask, &mask) != 0) return -1;
   #pragma omp parallel num_threads(threads)
   {
-    if (omp_get_thread_num() != 0 && sched_getcpu() == cpu) {
+    if (omp_get_thread_num() != 0) {
       cpu_set_t mine = mask;
       CPU_CLR(cpu, &mine);
       if (CPU_COUNT(&mine) > 0) sched_setaffinity(0, sizeof mine, &mine);

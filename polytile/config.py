@@ -80,6 +80,9 @@ class Config:
     cflags: tuple[str, ...] = DEFAULT_CFLAGS
     nvcc: Optional[str] = None
     num_threads: Optional[int] = None
+    #: ``OMP_NUM_THREADS`` is set: OpenMP chooses each call's thread count (libgomp reads the variable
+    #: once, when it loads, so a process's later changes to it reach neither OpenMP nor polytile).
+    omp_num_threads_set: bool = False
     cache_max_bytes: int = DEFAULT_CACHE_MAX_BYTES
 
     def __post_init__(self) -> None:
@@ -134,6 +137,7 @@ class Config:
             cflags=cflags,
             nvcc=nvcc,
             num_threads=num_threads,
+            omp_num_threads_set=get("OMP_NUM_THREADS") is not None,
             cache_max_bytes=DEFAULT_CACHE_MAX_BYTES if cache_max is None else cache_max,
         )
 

@@ -87,6 +87,70 @@ def test_a_worker_on_the_callers_cpu_moves_off_it(tmp_path: Path):
     assert kept == "True"  # the caller's own affinity is never touched
 
 
+NO_COLLISION = r"""
+import ctypes, sys
+from polytile.runtime.spread import caller_cpu_spread, use_library
+lib = ctypes.CDLL(sys.argv[1])
+if sys.argv[2] == "c":
+    assert use_library(lib)  # the kernels' C region (codegen.c_threads.SPREAD_FUNCTION), not the LLVM twin
+cpus, has = (ctypes.c_int * 4)(), (ctypes.c_int * 4)()
+at = caller_cpu_spread(4)
+lib.where(4, cpus, has, at)
+print(at, *has[1:4])
+"""
+
+
+@pytest.mark.parametrize("region", ["c", "llvm"])
+def test_every_worker_leaves_the_callers_cpu_out_of_its_mask(tmp_path: Path, region):
+    # Not only a worker found on the caller's CPU: one elsewhere could be woken onto it later, and the
+    # call path skips the region while the caller stays put (before_call).
+    from polytile.codegen.c_threads import GNU_SOURCE, SPREAD_FUNCTION
+    src, lib = tmp_path / "probe.c", tmp_path / "libprobe.so"
+    src.write_text(GNU_SOURCE + PROBE + (SPREAD_FUNCTION if region == "c" else ""))
+    subprocess.run([GCC, "-O2", "-fopenmp", "-fPIC", "-shared", str(src), "-o", str(lib)], check=True)
+    script = tmp_path / "run.py"
+    script.write_text(NO_COLLISION)
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")}
+    out = subprocess.run([sys.executable, str(script), str(lib), region], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    at, *has = [int(w) for w in out.stdout.split()]
+    assert at >= 0
+    assert has == [0, 0, 0]  # no worker may run on the CPU the caller was on
+
+
+def test_the_call_path_spreads_again_only_when_the_caller_moved_or_the_team_changed(monkeypatch):
+    import threading
+
+    from polytile.runtime import spread as S
+    cpu, runs = [3], []
+
+    def fake_spread(threads):
+        runs.append((cpu[0], threads))
+        return cpu[0]
+
+    monkeypatch.setattr(S, "_calls", 1)  # past the process's first parallel call
+    monkeypatch.setattr(S, "_last", threading.local())
+    monkeypatch.setattr(S, "_current_cpu", lambda: cpu[0])
+    monkeypatch.setattr(S, "caller_cpu_spread", fake_spread)
+    assert S.before_call(2) and S.before_call(2) and S.before_call(2)
+    assert runs == [(3, 2)]  # the workers already avoid CPU 3
+    cpu[0] = 5
+    S.before_call(2)
+    S.before_call(2)
+    assert runs == [(3, 2), (5, 2)]  # the caller moved
+    S.before_call(3)
+    assert runs[-1] == (5, 3)  # a bigger team has new workers
+    S.before_call(1)
+    assert len(runs) == 3  # one thread: no team
+
+    other = []
+    t = threading.Thread(target=lambda: other.append(S.before_call(3)))
+    t.start()
+    t.join()
+    assert runs[-1] == (5, 3) and len(runs) == 4  # another thread's calls have a team of their own
+
+
 def test_nothing_runs_for_one_thread_or_bound_threads(tmp_path: Path):
     from polytile.runtime.spread import spread
     assert spread(1) is False and spread(0) is False

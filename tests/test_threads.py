@@ -257,12 +257,19 @@ def test_own_runnable_threads_are_read_from_procfs(tmp_path):
     assert T._own_runnable() >= 1  # this very thread is running (state R), whatever else is
 
 
-def test_pins_win(monkeypatch):
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    with config.override(num_threads=3):
+def test_pins_win():
+    with config.override(num_threads=3, omp_num_threads_set=False):
         assert T.call_threads() == 3
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert T.call_threads() is None  # OpenMP reads it itself
+    with config.override(num_threads=3, omp_num_threads_set=True):
+        assert T.call_threads() == 3  # POLYTILE_NUM_THREADS wins over OMP_NUM_THREADS
+    with config.override(num_threads=None, omp_num_threads_set=True):
+        assert T.call_threads() is None  # OpenMP reads it itself
+
+
+def test_omp_num_threads_is_read_with_the_other_settings():
+    assert config.Config.from_env({"OMP_NUM_THREADS": "1"}).omp_num_threads_set
+    assert not config.Config.from_env({"OMP_NUM_THREADS": " "}).omp_num_threads_set  # empty counts as unset
+    assert not config.Config.from_env({}).omp_num_threads_set
 
 
 KERNEL = """
@@ -287,26 +294,24 @@ def probe():
 
 
 @pytest.mark.parametrize("pinned", [1, 2, 3])
-def test_a_call_runs_with_the_count_and_restores_it_after(probe, pinned, monkeypatch):
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+def test_a_call_runs_with_the_count_and_restores_it_after(probe, pinned):
     omp = T._omp_functions()
     assert omp is not None, "the kernels' OpenMP runtime (libgomp) was not found"
     set_n, get_n = omp
     before = get_n()
     out = np.zeros(2, np.int32)
-    with config.override(num_threads=pinned):
+    with config.override(num_threads=pinned, omp_num_threads_set=False):
         probe(out)
     assert out[0] == pinned and out[1] == pinned
     assert get_n() == before  # the process's own setting is back
 
 
 def test_an_unpinned_call_uses_the_estimate(probe, monkeypatch):
-    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     m = FakeMachine(cpus=4, stat_cpus=4)
     est = m.estimator()
     monkeypatch.setattr(T, "ESTIMATOR", est)
     out = np.zeros(2, np.int32)
-    with config.override(num_threads=None):
+    with config.override(num_threads=None, omp_num_threads_set=False):
         est.threads()
         m.run(1.0, others_cores=3.0)
         probe(out)

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import numpy as np
 
 from polytile.errors import ENTRY_ENOMEM, CacheError, InternalError, PolytileEnvironmentError, PolytileError
-from polytile.runtime.threads import threads_for_call
+from polytile.runtime.threads import enter_call, leave_call
 
 _load_lock = threading.Lock()
 _libraries: dict[str, "Library"] = {}
@@ -19,8 +19,11 @@ def call_entry(cfunc, name: str, addresses, parallel: bool) -> None:
     """Call a kernel entry on raw addresses (with a thread count for this call when it has parallel
     regions) and raise for a non-zero return: the one call path of both loaders (ctypes, LLVM JIT)."""
     if parallel:
-        with threads_for_call():
+        token = enter_call()
+        try:
             rc = cfunc(*addresses)
+        finally:
+            leave_call(token)
     else:
         rc = cfunc(*addresses)
     if rc != 0:
@@ -67,10 +70,7 @@ class KernelFunction:
         # `arrays` stays referenced by this frame until the call returns, so
         # no buffer can be freed while C code is using it.  The call runs with as many OpenMP
         # threads as there are idle cores (polytile.runtime.threads).
-        with threads_for_call():
-            rc = self._cfunc(*pointers)
-        if rc != 0:
-            raise_for_return(self.name, rc)
+        call_entry(self._cfunc, self.name, pointers, True)
 
     def call_addresses(self, addresses, *, parallel: bool = True) -> None:
         """Run the kernel on raw buffer addresses (the caller keeps the buffers alive and checked).

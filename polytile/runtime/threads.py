@@ -41,8 +41,8 @@ A transient has gone by the last read; a process spinning on a core is runnable 
 rule is the C helper's of ``polytile opt`` output (:mod:`polytile.codegen.c_threads`).
 
 Pinned counts win: ``POLYTILE_NUM_THREADS`` (``config.num_threads``) is set
-for every call; with ``OMP_NUM_THREADS`` in the environment, OpenMP's own
-choice is left alone.  Where ``/proc/stat`` does not describe this
+for every call; with ``OMP_NUM_THREADS`` in the environment (``config.omp_num_threads_set``),
+OpenMP's own choice is left alone.  Where ``/proc/stat`` does not describe this
 process's CPUs (no procfs, or a CPU affinity mask smaller than the
 machine), nothing is changed.  The count is set with
 ``omp_set_num_threads`` for the call and restored after it, so other
@@ -330,36 +330,57 @@ def call_threads() -> Optional[int]:
     >>> n is None or n >= 1
     True
     """
-    pinned = get_config().num_threads
-    if pinned is not None:
-        return pinned
-    if os.environ.get("OMP_NUM_THREADS", "").strip():
+    cfg = get_config()
+    if cfg.num_threads is not None:
+        return cfg.num_threads
+    if cfg.omp_num_threads_set:  # read once, as libgomp reads it (os.environ.get alone cost 0.5 us a call)
         return None
     if not ESTIMATOR.measurable:
         return None
     return ESTIMATOR.threads()
 
 
-@contextmanager
-def threads_for_call() -> Iterator[Optional[int]]:
-    """Run the block (one kernel call) with :func:`call_threads` OpenMP threads, restoring the setting after;
-    with two or more, the team's workers first move off this thread's CPU (:mod:`polytile.runtime.spread`).
+def enter_call() -> Tuple[Optional[int], int]:
+    """Set up one kernel call: :func:`call_threads` OpenMP threads, and with two or more the team's
+    workers off this thread's CPU (:mod:`polytile.runtime.spread`).  Returns what :func:`leave_call`
+    restores; the two bracket the call (plain calls, not a context manager: the hot path of a small
+    kernel, where a generator-based ``with`` alone cost ~1 us).
 
-    >>> with threads_for_call() as n:
-    ...     pass
+    >>> leave_call(enter_call())
     """
     n = call_threads()
     omp = _omp_functions() if n is not None else None
     if omp is None:
-        yield n
-        return
+        return n, -1
     set_n, get_n = omp
     previous = get_n()
     if previous != n:
         set_n(n)
     try:
-        before_call(n)  # the workers off this thread's CPU (polytile.runtime.spread)
-        yield n
-    finally:
+        before_call(n)
+    except BaseException:
         if previous != n:
             set_n(previous)
+        raise
+    return n, previous
+
+
+def leave_call(token: Tuple[Optional[int], int]) -> None:
+    """Restore the thread count :func:`enter_call` changed (``token`` is its return)."""
+    n, previous = token
+    if previous >= 0 and previous != n:
+        _omp[0](previous)  # type: ignore[index]  # omp_set_num_threads: enter_call loaded it
+
+
+@contextmanager
+def threads_for_call() -> Iterator[Optional[int]]:
+    """Run the block (one kernel call) between :func:`enter_call` and :func:`leave_call`.
+
+    >>> with threads_for_call() as n:
+    ...     pass
+    """
+    token = enter_call()
+    try:
+        yield token[0]
+    finally:
+        leave_call(token)
