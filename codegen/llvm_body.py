@@ -16,7 +16,7 @@ whose default ``-ffp-contract=fast`` fuses multiply-adds, and nothing else is re
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from llvmlite import ir
 
@@ -24,6 +24,8 @@ from polytile import dtypes as D
 from polytile.errors import InternalError, PolytileError
 from polytile.poly import body as B
 from polytile.poly.scop import Array
+
+from .llvm_vmath import VectorCalls, VectorMath
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32, F64 = ir.FloatType(), ir.DoubleType()
@@ -92,9 +94,10 @@ class BodyEmitter:
     the ``alloca`` of its scalar; the code generator swaps them when it enters an outlined function.
     """
 
-    def __init__(self, module: ir.Module, arrays: Dict[str, Array]):
+    def __init__(self, module: ir.Module, arrays: Dict[str, Array], vector_math: Optional[VectorMath] = None):
         self.module = module
         self.arrays = arrays
+        self.vector = VectorCalls(module, vector_math or {})  # libm calls the vectoriser may widen
         self.b: ir.IRBuilder = None  # type: ignore[assignment]
         self.ptrs: Dict[str, ir.Value] = {}
         self.locals: Dict[str, ir.Value] = {}
@@ -306,6 +309,8 @@ class BodyEmitter:
             return self.b.call(self.intrinsic(f"llvm.{name}.{'f32' if dtype == 'float32' else 'f64'}", t, [t]), args)
         if name == "round":
             return self.round(args[0], dtype)
+        if self.vector.available(name + suffix):
+            return self.vector.call(self.b, name + suffix, args, t)
         return self.b.call(self.function(name + suffix, t, [t] * len(args)), args)
 
     def round(self, x: ir.Value, dtype: str) -> ir.Value:

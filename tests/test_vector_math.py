@@ -18,27 +18,59 @@ def _values(n, dtype, rng):
     return x
 
 
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("func", FUNCS)
-def test_vector_math_matches_numpy(func, dtype):
+def test_vector_math_matches_numpy(func, dtype, target):
     rng = np.random.default_rng(7)
     x = _values(100_003, dtype, rng)  # odd: vector loops end in a remainder
     src = f"function (X[N]) -> (Y) {{ Y = {func}(X); }}"
     with np.errstate(all="ignore"):
         want = polytile.reference(src, x)
-    got = polytile.compile(src)(x)
+    got = polytile.compile(src, target=target)(x)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     # glibc's vector variants are within 4 ulp; numpy's own SIMD functions differ from libm too
     tol = 8 * np.finfo(dtype).eps
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol, equal_nan=True)
 
 
-def test_pow_two_arguments():
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+def test_pow_two_arguments(target):
     rng = np.random.default_rng(8)
     a = rng.uniform(0, 4, 4099).astype(np.float32)
     b = rng.uniform(-2, 2, 4099).astype(np.float32)
     src = "function (A[N], B[N]) -> (Y) { Y = pow(A, B); }"
-    np.testing.assert_allclose(polytile.compile(src)(a, b), polytile.reference(src, a, b), rtol=1e-6)
+    np.testing.assert_allclose(polytile.compile(src, target=target)(a, b), polytile.reference(src, a, b), rtol=1e-6)
+
+
+def test_the_llvm_target_calls_the_vector_variants_the_machine_has():
+    from polytile.runtime.llvm_engine import optimise
+    from polytile.targets.llvm import _vector_math
+
+    table = _vector_math()
+    if "tanhf" not in table or "expf" not in table:
+        pytest.skip("no glibc vector variants of tanhf/expf here (libmvec, x86-64)")
+    k = polytile.compile("function (X[N]) -> (Y) { Y = tanh(X) * exp(-X); }", target="llvm")
+    ir_text = k.source(shapes=[(4096,)])
+    assert "pt.vm.tanhf" in ir_text and "vector-function-abi-variant" in ir_text
+    assert "llvm.compiler.used" in ir_text  # the declarations survive until the vectoriser runs
+    optimised = str(optimise(ir_text))
+    assert any(f"@{v.name}(" in optimised for v in table["tanhf"]), optimised  # a vector call, not 16 scalar ones
+
+
+def test_without_vector_variants_the_llvm_code_calls_libm():
+    from polytile.codegen import llvm as llvm_codegen
+    from polytile.codegen.llvm_vmath import candidates
+
+    src = "function (X[N]) -> (Y) { Y = tanh(X); }"
+    k = polytile.compile(src, target="llvm")
+    spec = k.specialize_shapes([(64,)], ["float32"], build=False)
+    plain = llvm_codegen.generate(spec.scop, spec.schedule.tree()).text
+    assert "@\"tanhf\"" in plain or "@tanhf" in plain
+    assert "pt.vm." not in plain and "compiler.used" not in plain
+    table = {"tanhf": candidates("tanhf", 4, 1, "d")}
+    mapped = llvm_codegen.generate(spec.scop, spec.schedule.tree(), vector_math=table).text
+    assert "_ZGV_LLVM_N8v_pt.vm.tanhf(_ZGVdN8v_tanhf)" in mapped
 
 
 def test_the_declarations_go_to_tile_kernels_that_call_libm():

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from polytile.errors import InternalError, PolytileEnvironmentError
-from polytile.runtime.llvm_engine import GOMP_NAMES, JitError, engine, gomp, optimise
+from polytile.runtime.llvm_engine import GOMP_NAMES, JitError, engine, gomp, optimise, resolves, vector_isas
 from polytile.runtime.loader import call_entry
 
-__all__ = ["JitFunction", "compile_ir", "engine", "gomp", "optimise", "JitError", "GOMP_NAMES"]
+__all__ = ["JitFunction", "compile_ir", "engine", "gomp", "optimise", "resolves", "vector_isas", "JitError", "GOMP_NAMES"]
 
 
 class JitFunction:

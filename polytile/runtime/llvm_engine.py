@@ -83,6 +83,40 @@ def gomp() -> Optional[str]:
         return _state["gomp"]
 
 
+def vector_isas() -> str:
+    """The x86-64 vector-ABI ISA letters whose glibc vector functions (libmvec) the JIT can call here:
+    ``b`` (SSE, every x86-64), ``d`` (AVX2), ``e`` (AVX-512F), or ``""`` off x86-64 or without libmvec,
+    which this loads into the JIT's symbol space once (the llvm target's ``codegen.llvm_vmath``).
+
+    >>> set(vector_isas()) <= set("bde")
+    True
+    """
+    llvm, _ = _llvm()
+    with _lock:
+        if "isas" not in _state:
+            isas = ""
+            path = ctypes.util.find_library("mvec") if llvm.get_process_triple().startswith("x86_64") else None
+            if path:
+                try:
+                    llvm.load_library_permanently(path)
+                    features = llvm.get_host_cpu_features()
+                    isas = "b" + ("d" if features.get("avx2") else "") + ("e" if features.get("avx512f") else "")
+                except RuntimeError:
+                    isas = ""
+            _state["isas"] = isas
+        return _state["isas"]
+
+
+def resolves(symbol: str) -> bool:
+    """Whether the JIT finds ``symbol`` in the libraries loaded so far.
+
+    >>> resolves("expf"), resolves("pt_no_such_function")
+    (True, False)
+    """
+    llvm, _ = _llvm()
+    return bool(llvm.address_of_symbol(symbol))
+
+
 def optimise(text: str):
     """The module of LLVM IR ``text``, verified and optimised at O3 for the host (a binding ModuleRef).
 

@@ -8,6 +8,7 @@ process that compiled them (no library on disk; polytile.kernel keeps the last 6
 """
 from __future__ import annotations
 
+import functools
 import time
 
 from ..specialization import Specialization
@@ -27,13 +28,23 @@ class LLVM(Target):
 
         scop, dependences = lowered.scop, lowered.deps
         threads = bool(options.parallel) and jit.gomp() is not None
-        sched, source = schedule_and_generate(lowered, options, generate, parallel=threads)
+        sched, source = schedule_and_generate(lowered, options, generate, parallel=threads,
+                                              vector_math=_vector_math())
         if not build:
             return Specialization(lowered.bound, scop, dependences, sched, source)
         t0 = time.perf_counter()
         fn = jit.compile_ir(source.text, source.entry, len(source.params))
         stage("build", t0, f"llvm jit {source.entry}", level=1)
         return Specialization(lowered.bound, scop, dependences, sched, source, None, fn)
+
+
+@functools.lru_cache(maxsize=None)
+def _vector_math():
+    """The libm functions with vector variants the JIT can call on this machine (``codegen.llvm_vmath``)."""
+    from ..codegen.llvm_vmath import table
+    from ..runtime import jit
+
+    return table(jit.vector_isas(), jit.resolves)
 
 
 LLVM_TARGET = LLVM()
