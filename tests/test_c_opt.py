@@ -497,9 +497,13 @@ def test_parallel_loops_too_small_for_a_region_stay_sequential(tmp_path):
     cannot pay for a parallel region at N = 400 (the file's macro).  At N = 40000 each loop pays for
     its own region, but not the region's 2 (N - 1) fork/joins (about 4 us saved per k against 6 us:
     the thread team rule of polytile.c_optimiser.team), so it stays serial; at N = 200000 both pay.
-    With the size a parameter the loops stay parallel behind a run-time work test."""
+    With the size a parameter the loops stay parallel behind a run-time work test.  A region whose every
+    parallel loop is too small runs its original order (what a team that does not pay runs)."""
     text = optimize_c(KERNELS / "durbin.c")
-    assert "#pragma omp parallel" not in text and text.count("#pragma omp simd") == 2
+    assert "#pragma omp parallel" not in text and "#pragma omp simd" not in text
+    _, [res] = optimize_regions(KERNELS / "durbin.c", cache=False)
+    assert any(n.startswith("region runs serially, its original order: each of its parallel loops has too "
+                            "little work") for n in res.notes), res.notes
     for n, loops in ((40000, 0), (200000, 2)):
         big = tmp_path / f"durbin_{n}.c"
         big.write_text((KERNELS / "durbin.c").read_text().replace("#define N 400", f"#define N {n}"))

@@ -46,18 +46,19 @@ def run_cli(capsys, *argv):
 
 
 def test_compile_prints_c_with_entry_and_parallel_loop(capsys):
-    code, out, err = run_cli(capsys, "compile", EX / "matmul.tile", "--dims", "M=64,N=32,K=16")
+    # Large enough for a parallel region to pay (cost.parallel_work): 2^21 multiply-adds.
+    code, out, err = run_cli(capsys, "compile", EX / "matmul.tile", "--dims", "M=256,N=128,K=64")
     assert code == 0, err
     assert re.search(r"\bint pt_matmul\s*\(", out)
     assert "#pragma omp parallel for" in out
     # stdout is the C alone (redirectable); the signature report goes to stderr.
-    assert "entry: pt_matmul(A: input float32[64x16], B: input float32[16x32], C: output float32[64x32])" in err
+    assert "entry: pt_matmul(A: input float32[256x64], B: input float32[64x128], C: output float32[256x128])" in err
     assert "entry:" not in out
 
 
 def test_compile_output_file_and_build(capsys, tmp_path):
     dest = tmp_path / "mm.c"
-    code, out, err = run_cli(capsys, "compile", EX / "matmul.tile", "--dims", "M=64,N=32,K=16", "-o", dest, "--build")
+    code, out, err = run_cli(capsys, "compile", EX / "matmul.tile", "--dims", "M=256,N=128,K=64", "-o", dest, "--build")
     assert code == 0, err
     text = dest.read_text()
     assert "pt_matmul" in text and "#pragma omp parallel for" in text
@@ -222,7 +223,7 @@ def test_count_points_box_scan_and_limit(monkeypatch):
 
 
 def test_show_prints_program_scop_deps_schedule(capsys):
-    code, out, err = run_cli(capsys, "show", EX / "matmul.tile", "--dims", "M=40,N=30,K=20")
+    code, out, err = run_cli(capsys, "show", EX / "matmul.tile", "--dims", "M=256,N=128,K=64")
     assert code == 0, err
     assert "C[i, j : M, N] = +(A[i, k] * B[k, j]);" in out
     assert "domain: { S" in out

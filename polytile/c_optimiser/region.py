@@ -21,7 +21,7 @@ from ..codegen.c import REGION_PRELUDE, fresh_counter_prefix, generate_region
 from ..deadline import interrupts_after, with_deadline
 from ..errors import PolytileError, ScheduleError
 from ..frontends.c import CScop
-from ..scheduling import Schedule, Step
+from ..scheduling import PARALLEL, Schedule, Step
 from ..cost.parallel_work import min_parallel_work
 from .machine import CMachine
 from .chains import interleave_chains
@@ -151,7 +151,11 @@ def _with_team_test(code: str, scop, s: Schedule, ranked: Schedule, machine: CMa
     depends on the sizes, both behind a run-time test of them."""
     t = team_mod.team(s, machine, cs.macros)
     verdict = team_mod.pays(t)
-    if verdict:
+    # Every parallel loop left sequential as too small for a parallel region (cost.parallel_work): the
+    # region gains nothing from its schedule's parallel loops either, so it is judged as a team that
+    # does not pay.
+    dropped = t is None and any(step.op == "unmark" and step.kwargs().get("kind") == PARALLEL for step in s.steps)
+    if verdict and not dropped:
         return team_mod.with_expectation(REGION_PRELUDE, code, t)
     original = serial_schedule(scop, s.deps)
     if stride_penalty(ranked) < stride_penalty(original):
@@ -160,6 +164,10 @@ def _with_team_test(code: str, scop, s: Schedule, ranked: Schedule, machine: CMa
         original = interleave_chains(original, machine, [])
         serial, _ = _generate_bounded(scop, original, max_ops, taken=cs.taken, seconds=CODEGEN_ATTEMPT_SECONDS)
         how = "its original order"
+    if dropped:
+        notes.append(f"region runs serially, {how}: each of its parallel loops has too little work for a "
+                     f"parallel region")
+        return serial
     if verdict is False:
         notes.append(team_mod.serial_note(t, how))
         return serial
