@@ -1,12 +1,12 @@
 """Reductions, pooling and elementwise Tile programs against numpy: the shapes that are not a GEMM.
 
-    python benchmarks/bench_ops.py                     # thirteen workloads, ~4 minutes
+    python benchmarks/bench_ops.py                     # fourteen workloads, ~5 minutes
     python benchmarks/bench_ops.py --only matvec softmax
 
 Each row is an ``examples/`` program at the size below, float32 standard normal inputs, compiled with
 the default schedule, against the numpy formulation a user would write (one call each):
 
-* ``matvec`` 4096 x 4096 @ 4096: ``A @ x`` (BLAS sgemv);
+* ``matvec`` 4096 x 4096 @ 4096: ``A @ x`` (BLAS sgemv); ``vecmat`` 4096 @ 4096 x 4096: ``x @ A``;
 * ``row_sum`` 2048 x 2048: ``I.sum(axis=1)``;
 * ``dot`` 2^20: ``numpy.dot``;
 * ``maxpool`` 2x2 over 8 x 64 x 64 x 32 (NHWC): ``I.reshape(8, 32, 2, 32, 2, 32).max(axis=(2, 4))``;
@@ -38,6 +38,10 @@ import bench_all
 
 def matvec(A, x):
     return A @ x
+
+
+def vecmat(x, A):
+    return x @ A
 
 
 def row_sum(I):
@@ -96,7 +100,7 @@ def conv2d_same(I, F):
     return (cols @ F.reshape(9 * ci, -1)).reshape(n, h, w, -1)
 
 
-BASELINES = {f.__name__: f for f in (matvec, row_sum, dot, maxpool, softmax, elementwise_chain, min_plus, row_max,
+BASELINES = {f.__name__: f for f in (matvec, vecmat, row_sum, dot, maxpool, softmax, elementwise_chain, min_plus, row_max,
                                      min_reduce, transpose, matmul_abt, global_avgpool, conv2d_same)}
 
 
@@ -104,6 +108,7 @@ def workloads(args):
     ex = _common.EXAMPLES
     rows = [
         ("matvec", "4096x4096 @ 4096", "M=4096,N=4096", [(4096, 4096), (4096,)], 2 * 4096 * 4096),
+        ("vecmat", "4096 @ 4096x4096", "M=4096,N=4096", [(4096,), (4096, 4096)], 2 * 4096 * 4096),
         ("row_sum", "2048x2048", "M=2048,N=2048", [(2048, 2048)], 2048 * 2048),
         ("dot", "2^20", "L=1048576", [(1 << 20,), (1 << 20,)], 2 << 20),
         ("maxpool", "8x64x64x32, 2x2", "N=8,H=64,W=64,C=32", [(8, 64, 64, 32)], 8 * 64 * 64 * 32),

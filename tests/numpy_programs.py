@@ -46,6 +46,10 @@ def matvec(A, X):
     return A @ X
 
 
+def vecmat(X, A):
+    return X @ A
+
+
 def dot(X, Y):
     return np.asarray(np.dot(X, Y))
 
@@ -286,6 +290,7 @@ NUMPY = {
     "batched_matmul": batched_matmul,
     "matmul_abt": matmul_abt,
     "matvec": matvec,
+    "vecmat": vecmat,
     "dot": dot,
     "outer": outer,
     "transpose": transpose,

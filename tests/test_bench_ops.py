@@ -11,7 +11,7 @@ from helpers_inputs import bench_module
 ROOT = Path(__file__).resolve().parents[1]
 
 SMALL = {  # the workload's dims, small and odd where the program allows
-    "matvec": "M=37,N=53", "row_sum": "M=9,N=70", "dot": "L=1001", "maxpool": "N=2,H=6,W=10,C=7",
+    "matvec": "M=37,N=53", "vecmat": "M=37,N=53", "row_sum": "M=9,N=70", "dot": "L=1001", "maxpool": "N=2,H=6,W=10,C=7",
     "softmax": "M=5,N=33", "elementwise_chain": "N=999", "min_plus": "M=7,K=9,N=11",
     "row_max": "M=9,N=70", "min_reduce": "M=9,N=70", "transpose": "M=9,N=70", "matmul_abt": "M=37,N=53,K=29",
     "global_avgpool": "N=2,H=5,W=7,C=9", "conv2d_same": "N=2,H=7,W=9,CI=3,CO=5",

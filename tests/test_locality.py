@@ -53,6 +53,39 @@ def test_loops_that_would_not_vectorise_stay_and_parallel_ones_keep_their_region
     assert "vector_inner" not in [st.op for st in s.steps] or s.loop_names("S0")[-1] == "j"
 
 
+VECMAT = "function (X[M], A[M, N]) -> (Y) { Y[j : N] = +(X[i] * A[i, j]); }"
+
+
+def test_a_small_output_reduced_over_many_rows_runs_its_rows_in_parallel():
+    # x @ A with 4096 x 4096: each thread streams its rows into a private Y (16 KiB), instead of
+    # 1 KiB column chunks 16 KiB apart
+    s = _default(VECMAT, "M=4096,N=4096")
+    assert s.loop_names("S0") == ["i", "j"] and ("S0", "i", S.PARALLEL, True) in s.marks
+    # a big output (512 KiB) keeps the column chunks; so do too few rows to split
+    s = _default(VECMAT, "M=64,N=131072")
+    assert s.loop_names("S0") == ["j_t", "i", "j"] and ("S0", "j_t", S.PARALLEL, False) in s.marks
+    s = _default("examples/min_reduce.tile", "M=100,N=64")
+    assert s.loop_names("S0") == ["J_t", "i", "J"]
+    # a column min over many rows: rows in parallel too, its NaN-keeping min combining the copies
+    s = _default("examples/min_reduce.tile", "M=1000,N=64")
+    assert s.loop_names("S0") == ["i", "J"] and ("S0", "i", S.PARALLEL, True) in s.marks
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("op", ["+", "*", "<", ">"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int8"])
+def test_rows_in_parallel_match_the_oracle(op, dtype, target):
+    src = f"function (A[M, N]) -> (Y) {{ Y[j : N] = {op}(A[i, j]); }}"
+    rng = np.random.default_rng(5)
+    A = (rng.choice([-1, 1], (1000, 37)) if op == "*" else rng.integers(-3, 4, (1000, 37))).astype(dtype)
+    if dtype.startswith("float"):
+        A[3, 5] = A[999, 6] = np.nan  # a NaN in either thread's rows reaches the output (numpy's max/min)
+    k = polytile.compile(src, target=target)
+    spec = k.specialize_shapes([A.shape], [dtype], build=False)
+    assert spec.schedule.loop_names("S0") == ["i", "j"]  # the rows in parallel
+    np.testing.assert_array_equal(k(A), polytile.reference(src, A))
+
+
 def test_a_user_schedule_is_not_reordered():
     # polytile.schedule without a descriptor is the program order users start transforming from
     s = polytile.schedule("examples/maxpool.tile", dims="N=2,H=8,W=10,C=19")
