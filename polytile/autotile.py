@@ -152,6 +152,11 @@ def _roles(s: Schedule, stmt: str) -> Optional[Roles]:
         return None  # every output index is j (a diagonal): no rows to block
     moved = [{x.name for x in B.walk(ld) if isinstance(x, B.Iter)} for ld in B.loads(st.body.value)]
     i = max(rows, key=lambda v: (any(v not in m for m in moved), ext.get(v, 0), out_iters.index(v)))
+    if all(i in m for m in moved):
+        # No row loop reuses an operand (a batched matrix-vector product, C[b, i] = +(A[b, i, k] * X[b, k])):
+        # a block could only be one row deep, its columns gathered; the plain nest sums each cell in SIMD
+        # lanes along a unit-stride k instead (64 x 256 x 256: 0.69 ms blocked against 0.36 for numpy).
+        return None
     k = max(reds, key=lambda v: (ext.get(v, 0), reds.index(v)))
     if all({i, j} <= m for m in moved):
         # Every operand moves with both block loops: no element is read twice, so a register block

@@ -259,3 +259,19 @@ def test_a_batch_loop_is_never_the_register_blocks_rows(dims):
     A = rng.integers(-3, 4, (n["B"], n["M"], n["K"])).astype(np.float32)
     X = rng.integers(-3, 4, (n["B"], n["K"], n["N"])).astype(np.float32)
     np.testing.assert_array_equal(polytile.compile(BATCHED)(A, X), A @ X)
+
+
+BATCHED_MATVEC = "function (A[B, M, K], X[B, K]) -> (C) { C[b, i : B, M] = +(A[b, i, k] * X[b, k]); }"
+
+
+def test_no_register_block_when_no_row_loop_reuses_an_operand():
+    # C[b, i] = +(A[b, i, k] * X[b, k]): b moves both operands, so a block would be one row deep with its
+    # columns (A's rows) gathered; the cells are summed in SIMD lanes along the unit-stride k instead.
+    s = polytile.schedule(BATCHED_MATVEC, dims=dict(B=64, M=256, K=256))
+    assert autotile.roles(s, "S0") is None
+    rng = np.random.default_rng(2)
+    for target in ("openmp", "llvm"):
+        A = rng.integers(-3, 4, (5, 37, 29)).astype(np.int32)
+        X = rng.integers(-3, 4, (5, 29)).astype(np.int32)
+        np.testing.assert_array_equal(polytile.compile(BATCHED_MATVEC, target=target)(A, X),
+                                      np.einsum("bik,bk->bi", A, X))
