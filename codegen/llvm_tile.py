@@ -143,8 +143,10 @@ def _copy(gen, buf: pack_mod.PackBuffer) -> None:
         return smin(gen.b.add(origin[d], ir.Constant(I64, buf.size[d])), ir.Constant(I64, shape[d]))
 
     pf_step = pack_mod.row_prefetch_step(buf)
+    group = pack_mod.block_group(buf) if D_ == n - 1 else 0
     if D_ == n - 1:
-        loops = [("axis", d) for d in range(n) if d != D_] + [("block", D_), ("lane", D_)]
+        loops = ([("group", D_)] if group else []) + [("axis", d) for d in range(n) if d != D_] + \
+                [("block", D_), ("lane", D_)]
     else:
         loops = [("axis", d) for d in range(n) if d < D_] + [("block", D_), ("lane", D_)] + \
                 [("axis", d) for d in range(n) if d > D_]
@@ -166,11 +168,20 @@ def _copy(gen, buf: pack_mod.PackBuffer) -> None:
                 x[d] = v
                 level(i + 1)
             gen.loop(lo(d), hi(d), axis)
+        elif kind == "group":  # blocks filled together, row by row (pack.block_group)
+            def groups(v):
+                state["g"] = b.mul(v, ir.Constant(I64, group))
+                level(i + 1)
+            gen.loop(ir.Constant(I64, 0), ir.Constant(I64, -(-buf.nblocks // group)), groups)
         elif kind == "block":
             def block(v):
                 state["b"] = v
                 level(i + 1)
-            gen.loop(ir.Constant(I64, 0), ir.Constant(I64, buf.nblocks), block)
+            if group:
+                first_b = state["g"]
+                gen.loop(first_b, smin(b.add(first_b, ir.Constant(I64, group)), ir.Constant(I64, buf.nblocks)), block)
+            else:
+                gen.loop(ir.Constant(I64, 0), ir.Constant(I64, buf.nblocks), block)
         else:
             at = b.add(origin[d], b.mul(state["b"], ir.Constant(I64, BS)))
             first = smax(ir.Constant(I64, 0), b.sub(lo(d), at))

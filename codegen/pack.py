@@ -228,7 +228,10 @@ def _copy_nest(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], s
     target = f"pt_b * {buf.block_stride} + {buf.inner_offset(x)} + pt_l"
     code: cgen.Generable = cgen.Line(f"{buf.name}[{target}] = {elem(idx)};")
     others = [d for d in range(n) if d != D]
-    if D == n - 1:
+    group = block_group(buf) if inside and D == n - 1 else 0
+    if group:
+        loops = [("group", D)] + [("axis", d) for d in others] + [("block", D), ("lane", D)]
+    elif D == n - 1:
         loops = [("axis", d) for d in others] + [("block", D), ("lane", D)]
     elif inside:
         loops = [("block", D)] + [("axis", d) for d in others] + [("lane", D)]
@@ -243,6 +246,11 @@ def _copy_nest(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], s
             if not inside:  # each row, before it is copied: the row a block further on
                 code = cgen.Block(_row_prefetch(buf, elem, x, lo[last], hi[last]) + [code])
             code = cgen.For(f"long pt_l = {lanes[0]}", f"pt_l < {lanes[1]}", "pt_l += 1", code)
+        elif kind == "group":
+            code = cgen.For("long pt_g = 0", f"pt_g < {buf.nblocks}", f"pt_g += {group}", cgen.Block([code]))
+        elif group:
+            code = cgen.For("long pt_b = pt_g", f"pt_b < min(pt_g + {group}L, {buf.nblocks}L)", "pt_b += 1",
+                            cgen.Block([code]))
         else:
             body = [code]
             ahead = _row_prefetch(buf, elem, ["0"] * n, "0", hi[last]) if inside else []
@@ -250,6 +258,25 @@ def _copy_nest(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], s
                 body = [cgen.For("long pt_l = 0", f"pt_l < {BS}", "pt_l += 1", cgen.Block(ahead))] + body
             code = cgen.For("long pt_b = 0", f"pt_b < {buf.nblocks}", "pt_b += 1", cgen.Block(body))
     return code
+
+
+#: Bytes of each source row a pack along the last axis copies before the next row: a group of blocks.
+GROUP_BYTES = 256
+
+
+def block_group(buf: PackBuffer) -> int:
+    """Blocks a pack along the array's last axis fills together, row by row (0: no groups, one block or
+    fewer per :data:`GROUP_BYTES`).
+
+    Block by block down all the rows, each row's block is a fraction of a line; row by row across all
+    the blocks, consecutive writes land ``block_stride`` apart -- 8 KiB for ``A[k][i]`` packed by 8
+    rows of ``i``, one L1 set for all 128 of them, and ``A.T @ B`` ran 19% slower than ``A @ B``.  A group
+    reads :data:`GROUP_BYTES` of each row and writes one contiguous run per block in it.
+
+    >>> # float32 blocks of 8 (A.T of A.T @ B): groups of 8;  of 32 (B of A @ B): 2;  of 64: 0
+    """
+    per = max(1, GROUP_BYTES // (buf.block * buf.array_item_bytes))
+    return per if 1 < per < buf.nblocks else 0
 
 
 def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], str], *,

@@ -264,3 +264,36 @@ def test_candidates_include_blocks_as_wide_as_the_registers_allow():
     for mr, nr in blocks:
         nv = nr // 16
         assert mr * nv + nv + 1 <= 32  # accumulators, one row of B vectors and a broadcast
+
+
+def test_a_pack_along_the_last_axis_fills_blocks_in_groups():
+    from polytile.codegen.pack import block_group
+    from polytile.codegen.pack import PackBuffer
+    from polytile.poly.scop import Array
+
+    def buf(block, cols, dtype="float32"):
+        return PackBuffer("pt_pk0", Array("A", "A", (256, cols), dtype, "input"), 1, block, (256, cols))
+
+    assert block_group(buf(8, 1024)) == 8  # 32-byte blocks: 256 bytes of each row at a time
+    assert block_group(buf(32, 512)) == 2
+    assert block_group(buf(64, 512)) == 0  # a block already reads 256 bytes
+    assert block_group(buf(8, 16)) == 0  # two blocks: one group would be the whole pack
+    assert block_group(buf(8, 1024, "float64")) == 4
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("m,n,k", [(1024, 96, 300), (203, 77, 129), (600, 40, 33)])
+def test_transposed_rows_operand_packs_in_groups_exactly(m, n, k, target, rng):
+    # A[k, i] packed along i (its last axis) in blocks of rows, several blocks per pass over a row; the
+    # last group and the last block may be short.
+    src = "function (A[K, M], B[K, N]) -> (C) { C[i, j : M, N] = +(A[k, i] * B[k, j]); }"
+    A = rng.integers(-3, 4, (k, m)).astype(np.float32)
+    B = rng.integers(-3, 4, (k, n)).astype(np.float32)
+    s = polytile.schedule(src, dims=dict(M=m, N=n, K=k))
+    s = s.tile("S0", i=[192, 8], j=[32, 16], k=[64])  # A's panel: 24 blocks of 8 rows, 3 groups
+    s = s.reorder("S0", ["i_t", "j_t", "k_t", "j_t1", "i_t1", "k", "i", "j"]).regtile("S0", "i", "j", mr=8, nr=16, lanes=16)
+    s = s.pack("S0", "k_t", "A", dim=1, block=8)
+    kern = polytile.compile(src, target=target, schedule=s)
+    if target == "openmp":
+        assert "pt_g += 8" in kern.source(A, B)
+    np.testing.assert_array_equal(kern(A, B), A.T @ B)
