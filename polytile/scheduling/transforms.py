@@ -23,7 +23,7 @@ import islpy as isl
 from ..errors import ScheduleError
 from ..isl_parts import sets_of
 from ..poly import body as B
-from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, range_map
+from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, _value_range, range_map
 from .marks import NO_LOOP, RegTile
 
 
@@ -83,6 +83,12 @@ def _finish(s: Schedule, stmts, step: Step, marks=None) -> Schedule:
 
 def _loops_in(s: Schedule, stmt: str) -> List[Tuple[int, str]]:
     return s.table[stmt].loops()
+
+
+def _one_point(s: Schedule, stmt: str, dim: int) -> bool:
+    """Whether time dimension ``dim`` of ``stmt`` takes a single value (isl's AST has no loop for it)."""
+    parts = _value_range([s.table[stmt].map], dim).strip("[]").split(",")
+    return len(parts) == 2 and parts[0].strip() == parts[1].strip()
 
 
 # ---------------------------------------------------------------------------
@@ -585,13 +591,17 @@ def regtile(s: Schedule, stmt: str, rows: str, cols: str, *, mr: int, nr: int, l
     if any(x not in stmt_obj.iters for x in present):
         raise ScheduleError("regtile: the block loops must be the statement's own iterators (tile them, don't skew them)")
     out_iters = {x.name for e in stmt_obj.body.index for x in _walk_iters(e)}
-    nred = 0
+    # The reduction loops directly around the block; one of a single point (a 1x1 filter's ky, kx) has no
+    # loop in the AST, so it neither counts nor carries the mark (a mark on it vanished with it, and the
+    # block with the mark: a pointwise conv ran the generic nest).
+    dims = dict((n, d) for d, n in loops)
+    nred, anchor = 0, names[len(names) - k]
     for name in reversed(names[:-k]):
-        if name in stmt_obj.iters and name not in out_iters:
-            nred += 1
-        else:
+        if name not in stmt_obj.iters or name in out_iters:
             break
-    anchor = names[len(names) - k - nred]
+        if not _one_point(s, st, dims[name]):
+            nred += 1
+            anchor = name
     arg = RegTile(nred, rows, int(mr), cols, int(nr), int(lanes)).arg()  # the tree's mark is "regtile " + arg
     return _mark(s, stmt, anchor, REGTILE, arg,
                  Step.make("regtile", stmt=stmt, rows=rows, cols=cols, mr=mr, nr=nr, lanes=lanes))
