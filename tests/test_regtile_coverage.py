@@ -300,3 +300,14 @@ def test_reduction_loops_of_one_point_keep_the_register_tile(dims, target):
     np.testing.assert_array_equal(k(I, F), polytile.reference(POINTWISE, I, F))
     if target == "openmp":
         assert "acc_0_0" in k.source(I, F)
+
+
+def test_the_parallel_loop_splits_evenly_over_the_cores():
+    # A 3x3 conv of a 7x7 image: 5 output rows over 2 cores keep one idle a sixth of the time; the
+    # output channels' tiles split evenly.
+    import dataclasses
+    s = polytile.schedule(POINTWISE, dims=dict(N=1, H=7, W=7, CI=512, KH=3, KW=3, CO=512))
+    hw = dataclasses.replace(hardware.load("x86-avx512"), cores=2)
+    configs = autotile.candidates(s, "S0", hw)
+    assert configs and all(c.parallel != "y" for c in configs)
+    assert autotile.balance(5, 2) < autotile.BALANCE <= autotile.balance(4, 2)
