@@ -297,3 +297,15 @@ def test_transposed_rows_operand_packs_in_groups_exactly(m, n, k, target, rng):
     if target == "openmp":
         assert "pt_g += 8" in kern.source(A, B)
     np.testing.assert_array_equal(kern(A, B), A.T @ B)
+
+
+def test_a_segment_deep_enough_is_no_tie_break():
+    # A 3x3 conv's block runs kc x 9 reduction steps per accumulator load and store: kc = 16 (144 steps)
+    # is as deep as kc = 32 (288) for the tie-break, so the model's memory time decides between them;
+    # a GEMM's kc = 64 (64 steps) stays behind kc = 256.
+    s = polytile.schedule(path_of("conv2d"), dims="N=1,H=32,W=32,CI=256,KH=3,KW=3,CO=32")
+    cfg = lambda kc: autotile.TileConfig("S0", "x", "co", "ci", 6, 32, kc, 6, 32, 16, "jki", "y")  # noqa: E731
+    assert autotile.structure_key(s, cfg(16))[3] == autotile.structure_key(s, cfg(32))[3] == -autotile.DEEP_ENOUGH
+    g = polytile.schedule(path_of("matmul"), dims="M=512,N=512,K=512")
+    mk = lambda kc: autotile.TileConfig("S0", "i", "j", "k", 128, 256, kc, 8, 32, 16, "jki", "j_t")  # noqa: E731
+    assert autotile.structure_key(g, mk(64))[3] > autotile.structure_key(g, mk(256))[3]
