@@ -348,3 +348,18 @@ def test_untiled_block_keeps_the_outer_reductions_outside_when_they_must():
         assert any(m[0] == "S1" and m[2] == "regtile" for m in t.marks)
         assert any("with r, q, t inside refused" in x for x in notes), notes
         assert block_untiled(s, CMachine(), notes, skip=["S1"]) is s  # statements of tiled bands are left
+
+
+def test_blocks_survive_parametric_sizes():
+    """With the sizes parameters (PolyBench's functions take ni, nj, nk), a reduction loop's range is not a
+    number: it must not pass for a loop of one point, which has no loop in the AST to carry the block's
+    mark (schedule.transforms._one_point; a sampled range once dropped the blocks of 15 PolyBench kernels)."""
+    from pathlib import Path
+
+    from polytile.scheduling import transforms as T
+
+    _, [res] = optimize_regions(Path(__file__).parent / "c_kernels" / "gemm.c", cache=False)
+    assert "pt_a0_0" in res.text, res.notes
+    s = res.schedule
+    loops = dict((n, d) for d, n in s.table["S1"].loops())
+    assert not T._one_point(s, "S1", loops["k"])
