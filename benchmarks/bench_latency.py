@@ -16,6 +16,11 @@ Rows (issue 15's targets in brackets):
 * **fresh, cold (llvm)** [<= 0.5 s]: the same on the llvm target (in-process JIT, no C compiler run;
   it keeps no compiled kernels on disk, so every new process pays this).
 * **python**, **python + numpy**: the interpreter's own start, and with numpy imported, for scale.
+
+The children find polytile's modules compiled to bytecode, as an installed package has them (pip compiles
+them at install time): a first, untimed child of each target writes them to a temporary
+``PYTHONPYCACHEPREFIX``, also where the environment sets ``PYTHONDONTWRITEBYTECODE``.  ``--no-bytecode``
+measures the environment as it is (every process compiles the ~90 modules' source again, ~0.11 s).
 * **autotile** [>= 10x faster than before issue 15]: ``polytile.autotile.autotile`` of the default
   schedule for the host descriptor, first call in a fresh process (what a cold compile pays; the
   second call in that process is reported too): matmul 256^3, conv2d 1x56x56x64 3x3x64, and
@@ -41,7 +46,7 @@ import tempfile
 import time
 import timeit
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import _common
 
@@ -75,8 +80,15 @@ FRESH = {
 TARGET_S = {"fresh, cached": 0.25, "fresh, cold (gcc)": 1.0, "fresh, cold (llvm)": 0.5}
 
 
-def _child(code: str, cache: str, *argv: str) -> Dict[str, Any]:
+def _child(code: str, cache: str, *argv: str, pycache: Optional[str] = None) -> Dict[str, Any]:
+    """Run ``code`` in a new interpreter with kernel cache ``cache``.  With ``pycache``, Python's compiled
+    modules are kept there (``PYTHONPYCACHEPREFIX``), even where the environment sets
+    ``PYTHONDONTWRITEBYTECODE``: an installed polytile has its bytecode (pip compiles it at install time),
+    and compiling its ~90 modules' source again costs a fresh process ~0.11 s (Zen 5 VM)."""
     env = {**os.environ, "POLYTILE_CACHE_DIR": cache}
+    if pycache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pycache
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=600)
@@ -87,12 +99,16 @@ def _child(code: str, cache: str, *argv: str) -> Dict[str, Any]:
     return {"wall": wall, **(json.loads(lines[-1]) if lines else {})}
 
 
-def fresh_rows(repeat: int, say) -> List[Dict[str, Any]]:
+def fresh_rows(repeat: int, say, bytecode: bool = True) -> List[Dict[str, Any]]:
+    """The fresh-process rows; ``bytecode``: Python's compiled modules cached, as in an installation
+    (:func:`_child`), else as the environment has it."""
     runs: Dict[str, List[Dict[str, Any]]] = {name: [] for name in FRESH}
     with tempfile.TemporaryDirectory(prefix="pt_latency_") as tmp:
         warm = os.path.join(tmp, "warm")
         os.mkdir(warm, 0o700)
-        _child(CHILD, warm)  # fills the cache of the "cached" row
+        pycache = os.path.join(tmp, "pycache") if bytecode else None
+        _child(CHILD, warm, pycache=pycache)  # fills the cache of the "cached" row (and the bytecode's)
+        _child(CHILD, os.path.join(tmp, "warm_llvm"), "llvm", pycache=pycache)  # the llvm target's modules
         for r in range(repeat):
             say(f"fresh processes, round {r + 1}/{repeat}")
             for name, (code, kind, *argv) in FRESH.items():
@@ -100,12 +116,12 @@ def fresh_rows(repeat: int, say) -> List[Dict[str, Any]]:
                 if kind == "cold":
                     cache = os.path.join(tmp, f"cold{r}_{len(argv)}")
                     os.mkdir(cache, 0o700)
-                runs[name].append(_child(code, cache, *argv))
+                runs[name].append(_child(code, cache, *argv, pycache=pycache))
     rows = []
     for name, rs in runs.items():
         walls = [x["wall"] for x in rs]
         row = {"row": name, "median_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls),
-               "runs": rs, "target_s": TARGET_S.get(name)}
+               "runs": rs, "target_s": TARGET_S.get(name), "bytecode_cached": bytecode}
         for part in ("import", "compile", "first_call", "second_call"):
             if part in rs[0]:
                 row[f"{part}_median_s"] = statistics.median(x[part] for x in rs)
@@ -235,11 +251,14 @@ def main(argv=None) -> int:
     ap = _common.parser(__doc__.splitlines()[0], "latency.json")
     ap.add_argument("--only", nargs="+", choices=["fresh", "autotile", "calls", "cold"],
                     default=["fresh", "autotile", "calls", "cold"])
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="fresh processes compile polytile's Python source as the environment dictates "
+                         "(PYTHONDONTWRITEBYTECODE) instead of finding it compiled, as an installation has it")
     args = ap.parse_args(argv)
     say = _common.progress(args.quiet)
     rows: List[Dict[str, Any]] = []
     if "fresh" in args.only:
-        rows += fresh_rows(args.repeat, say)
+        rows += fresh_rows(args.repeat, say, bytecode=not args.no_bytecode)
     if "autotile" in args.only:
         rows += autotile_rows(args.repeat, say)
     if "calls" in args.only:
@@ -270,6 +289,8 @@ def main(argv=None) -> int:
                 notes.append(f"{part} {r[f'{part}_median_s']:.3f}")
         if "imported_islpy" in r:
             notes.append("islpy imported" if r["imported_islpy"] else "no islpy")
+        if r.get("bytecode_cached") is False:
+            notes.append("Python source compiled in every process")
         if "again_median_s" in r:
             notes.append(f"again in the process {r['again_median_s']:.3f}")
         if "chosen" in r:
