@@ -363,3 +363,12 @@ def test_blocks_survive_parametric_sizes():
     s = res.schedule
     loops = dict((n, d) for d, n in s.table["S1"].loops())
     assert not T._one_point(s, "S1", loops["k"])
+
+
+def test_a_parametric_schedule_describes_its_loops_in_the_parameters():
+    # The description read each loop's range at one sampled parameter value: "for k in [0, 0]".
+    from pathlib import Path
+
+    _, [res] = optimize_regions(Path(__file__).parent / "c_kernels" / "gemm.c", cache=False)
+    text = res.schedule.describe()
+    assert "for k in [0, nk - 1]:" in text and "for i in [0, ni - 1]:" in text, text

@@ -585,6 +585,27 @@ def _value_range(maps: Sequence[isl.Map], dim: int) -> str:
     return f"[{lo}, {hi}]"
 
 
+def value_bounds(maps: Sequence[isl.Map], dim: int) -> str:
+    """``[lo, hi]`` of time dimension ``dim`` over all the maps' domains, as C expressions in the parameters
+    where they are not numbers (``[0, nk - 1]``): what a schedule's description prints.  Unlike
+    :func:`_value_range`, which samples a parametric set (``[0, 0]`` at ``nk = 1``).
+
+    >>> value_bounds([isl.Map("[nk] -> { S[k] -> [k] : 0 <= k < nk }")], 0)
+    '[0, nk - 1]'
+    """
+    vals = None
+    for m in maps:
+        n = m.dim(isl.dim_type.out)
+        v = m.range().project_out(isl.dim_type.set, dim + 1, n - dim - 1).project_out(isl.dim_type.set, 0, dim)
+        vals = v if vals is None else vals.union(v)
+    if vals is None or vals.is_empty():
+        return "[]"
+
+    def c(pa: isl.PwAff) -> str:
+        return isl.Printer.to_str(vals.get_ctx()).set_output_format(isl.format.C).print_pw_aff(pa).get_str()
+    return f"[{c(vals.dim_min(0))}, {c(vals.dim_max(0))}]"
+
+
 def map_sample(m: isl.Map) -> Tuple[List[int], List[int]]:
     """One pair ``(source point, sink point)`` of a non-empty relation."""
     pt = m.wrap().sample_point()

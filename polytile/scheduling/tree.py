@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import islpy as isl
 
 from .contract import contractible
-from .core import PARALLEL, REGTILE, SIMD, UNROLL, Schedule, _value_range
+from .core import PARALLEL, REGTILE, SIMD, UNROLL, Schedule, value_bounds
 from .marks import Dim, Local, Mark, Pack, Parallel, Reduction, RegTile, Simd, Unroll, encode
 
 FORMAT_VERSION = 1
@@ -188,7 +188,7 @@ def _describe(s: Schedule, group: List[str], dim: int, indent: int, lines: List[
         marks = _marks_at(s, group, dim)
         locs = local_arrays(s, group, dim)
         packs = s.packs_at(group, dim)
-        rng = _value_range([s.table[g].map for g in group], dim)
+        rng = value_bounds([s.table[g].map for g in group], dim)
         note = ("".join(f"  [{encode(m)}]" for m in marks) + "".join(f"  [{encode(Local(a))}]" for a in locs)
                 + "".join(f"  [pack {a} dim {d} by {b}]" for a, d, b in packs))
         lines.append("  " * indent + f"for {'/'.join(loops)} in {rng}:{note}")
