@@ -560,9 +560,7 @@ def _dim_constant(m: isl.Map, dim: int) -> Optional[int]:
     fixed = m.plain_get_val_if_fixed(isl.dim_type.out, dim)  # an equality in every piece: cheap
     if not fixed.is_nan() and fixed.is_int() and not m.is_empty():
         return int(fixed.to_python())
-    n = m.dim(isl.dim_type.out)
-    r = m.range()
-    vals = r.project_out(isl.dim_type.set, dim + 1, n - dim - 1).project_out(isl.dim_type.set, 0, dim)
+    vals = dim_values([m], dim)
     if vals.is_empty():
         return 0
     if not vals.is_singleton():
@@ -571,13 +569,24 @@ def _dim_constant(m: isl.Map, dim: int) -> Optional[int]:
     return int(pt.get_coordinate_val(isl.dim_type.set, 0).to_python())
 
 
-def _value_range(maps: Sequence[isl.Map], dim: int) -> str:
-    """``[lo, hi]`` of time dimension ``dim`` over all the maps' domains."""
+def dim_values(maps: Sequence[isl.Map], dim: int) -> Optional[isl.Set]:
+    """The values output dimension ``dim`` of the maps takes over their domains: a one-dimensional set, the
+    parameters kept (None for no maps).
+
+    >>> str(dim_values([isl.Map("{ S[i, j] -> [i, j, 0] : 0 <= i < 4 and 0 <= j < 3 }")], 1))
+    '{ [i0] : 0 <= i0 <= 2 }'
+    """
     vals = None
     for m in maps:
         n = m.dim(isl.dim_type.out)
         v = m.range().project_out(isl.dim_type.set, dim + 1, n - dim - 1).project_out(isl.dim_type.set, 0, dim)
         vals = v if vals is None else vals.union(v)
+    return vals
+
+
+def _value_range(maps: Sequence[isl.Map], dim: int) -> str:
+    """``[lo, hi]`` of time dimension ``dim`` over all the maps' domains."""
+    vals = dim_values(maps, dim)
     if vals is None or vals.is_empty():
         return "[]"
     lo = vals.lexmin().sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
@@ -593,11 +602,7 @@ def value_bounds(maps: Sequence[isl.Map], dim: int) -> str:
     >>> value_bounds([isl.Map("[nk] -> { S[k] -> [k] : 0 <= k < nk }")], 0)
     '[0, nk - 1]'
     """
-    vals = None
-    for m in maps:
-        n = m.dim(isl.dim_type.out)
-        v = m.range().project_out(isl.dim_type.set, dim + 1, n - dim - 1).project_out(isl.dim_type.set, 0, dim)
-        vals = v if vals is None else vals.union(v)
+    vals = dim_values(maps, dim)
     if vals is None or vals.is_empty():
         return "[]"
 

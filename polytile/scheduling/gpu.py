@@ -58,7 +58,7 @@ import islpy as isl
 
 from ..errors import ScheduleError
 from ..poly import body as B
-from .core import Schedule
+from .core import Schedule, dim_values
 
 #: Hardware grid limits per axis (x, y, z) and block limits (x, y, z).
 GRID_LIMITS = (2 ** 31 - 1, 65535, 65535)
@@ -265,13 +265,9 @@ def parallel_band(s: Schedule, group: Sequence[str], first: int) -> Tuple[List[i
 
 def _dim_box(s: Schedule, group: Sequence[str], dim: int) -> Tuple[int, int]:
     """``(lo, hi)`` of time dimension ``dim`` over the group (concrete sizes needed)."""
-    vals = None
-    for g in group:
-        m = s.table[g].map.intersect_domain(s.scop.statement(g).domain)
-        n = m.dim(isl.dim_type.out)
-        v = m.range().project_out(isl.dim_type.set, dim + 1, n - dim - 1).project_out(isl.dim_type.set, 0, dim)
-        v = v.project_out(isl.dim_type.param, 0, v.dim(isl.dim_type.param))
-        vals = v if vals is None else vals.union(v)
+    vals = dim_values([s.table[g].map.intersect_domain(s.scop.statement(g).domain) for g in group], dim)
+    if vals is not None:
+        vals = vals.project_out(isl.dim_type.param, 0, vals.dim(isl.dim_type.param))
     if vals is None or vals.is_empty():
         return 0, -1
     lo_s, hi_s = vals.lexmin(), vals.lexmax()

@@ -23,7 +23,7 @@ import islpy as isl
 from ..errors import ScheduleError
 from ..isl_parts import sets_of
 from ..poly import body as B
-from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, range_map
+from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Padded, Schedule, Step, StmtSchedule, dim_values, range_map
 from .marks import NO_LOOP, RegTile
 
 
@@ -88,9 +88,7 @@ def _loops_in(s: Schedule, stmt: str) -> List[Tuple[int, str]]:
 def _one_point(s: Schedule, stmt: str, dim: int) -> bool:
     """Whether time dimension ``dim`` of ``stmt`` takes one value whatever the parameters (isl's AST has no
     loop for it): ``lexmin == lexmax`` of its values, parameters kept (``{ [k] : 0 <= k < nk }`` is not)."""
-    m = s.table[stmt].map
-    n = m.dim(isl.dim_type.out)
-    v = m.range().project_out(isl.dim_type.set, dim + 1, n - dim - 1).project_out(isl.dim_type.set, 0, dim)
+    v = dim_values([s.table[stmt].map], dim)
     return not v.is_empty() and v.lexmin().is_equal(v.lexmax())
 
 
