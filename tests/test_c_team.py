@@ -125,3 +125,16 @@ def test_the_original_order_serial_copy_keeps_expansion_and_blocks():
     assert any("its original order, serially" in n for n in res.notes), res.notes
     serial = out.decode().partition(f"if ({T.TEAM_MACRO}(")[2].partition("\nelse\n")[2]
     assert "w_x[j]" in serial and "pt_a0_0" in serial and "#pragma omp parallel" not in serial
+
+
+def test_a_replayed_schedule_that_unmarks_its_parallel_loops_is_kept():
+    # An unmark step the user wrote is the user's choice, not the cost model's verdict that the loops are
+    # too small: the region runs the replayed schedule (tiled), not its original order.
+    steps = [{"op": "base", "kind": "original"}, {"op": "auto_parallel"},
+             {"op": "tile", "stmt": "S0", "sizes": {"i": 8, "j": 8}},
+             {"op": "unmark", "stmt": "S0", "loop": "i_t", "kind": "parallel"},
+             {"op": "unmark", "stmt": "S1", "loop": "i", "kind": "parallel"}]
+    _, [res] = optimize_regions(KERNELS / "mvt.c", params={"n": 40}, schedule=steps, cache=False)
+    assert "#pragma omp parallel" not in res.text
+    assert "tile(stmt='S0'" in res.text
+    assert not any(n.startswith("region runs serially, its original order") for n in res.notes), res.notes

@@ -142,7 +142,7 @@ REPLAY_CODEGEN_SECONDS = 120.0
 
 
 def _with_team_test(code: str, scop, s: Schedule, ranked: Schedule, machine: CMachine, cs: CScop,
-                    max_ops: Optional[int], notes: List[str]) -> str:
+                    max_ops: Optional[int], notes: List[str], replayed: bool = False) -> str:
     """``code`` (of ``s``) when its parallel loops pay for the thread team (:mod:`.team`); else serial code:
     the region's original order (:func:`.strategy.serial_schedule`, its chains interleaved as ``s``'s are),
     or ``code`` without its parallel loops where the candidate ``s`` came from (``ranked``, before
@@ -153,8 +153,9 @@ def _with_team_test(code: str, scop, s: Schedule, ranked: Schedule, machine: CMa
     verdict = team_mod.pays(t)
     # Every parallel loop left sequential as too small for a parallel region (cost.parallel_work): the
     # region gains nothing from its schedule's parallel loops either, so it is judged as a team that
-    # does not pay.
-    dropped = t is None and any(step.op == "unmark" and step.kwargs().get("kind") == PARALLEL for step in s.steps)
+    # does not pay.  In a replayed schedule an unmark step is the user's own choice.
+    dropped = t is None and not replayed and any(step.op == "unmark" and step.kwargs().get("kind") == PARALLEL
+                                                 for step in s.steps)
     if verdict and not dropped:
         return team_mod.with_expectation(REGION_PRELUDE, code, t)
     original = serial_schedule(scop, s.deps)
@@ -234,7 +235,8 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
             res.notes.extend(extra_notes)
             res.notes.extend(local)
             res.notes.extend(gen_notes)
-            code = _with_team_test(code, use_scop, s, ranked, machine, cs, max_operations, res.notes)
+            code = _with_team_test(code, use_scop, s, ranked, machine, cs, max_operations, res.notes,
+                                   replayed=steps is not None)
             res.schedule = s
             head = "/* polytile opt: " + " -> ".join(str(st) for st in s.steps) + " */\n"
             if expansion is not None:  # the expanded scalars' arrays, and live-out values put back
