@@ -41,6 +41,7 @@ import numpy as np
 from . import compare as compare_mod
 from . import c_optimiser
 from . import runtime
+from .runtime import openmp
 from .errors import IllegalSchedule, PolytileError
 from .frontends.c import CParam, CScop, extract, file_globals
 from .c_optimiser.team import copies as team_copies
@@ -176,6 +177,7 @@ class Call:
 
         >>> # arrays, times = call.run(build(call.source, name="gemm"), repeat=5, warmup=1)
         """
+        openmp.load()  # the libgomp a parallel region links, with polytile's spin (runtime.openmp)
         try:
             cdll = ctypes.CDLL(str(library), mode=ctypes.RTLD_LOCAL)
         except OSError as exc:

@@ -13,6 +13,7 @@ import ctypes
 from typing import Optional
 
 from . import runtime
+from .runtime import openmp
 from .config import get_config
 from .errors import PolytileError
 
@@ -73,6 +74,7 @@ def _load(text: str, name: str, restype, argtypes):
         path = runtime.build(text, flags=get_config().cflags, name_hint=name)
     except PolytileError:  # no C compiler (or it failed): the probe is simply unavailable
         return None
+    openmp.load()  # the probes are OpenMP code: the libgomp kernels use, with its spin (runtime.openmp)
     fn = getattr(ctypes.CDLL(str(path)), f"pt_{name}")
     fn.restype, fn.argtypes = restype, argtypes
     return fn

@@ -3,7 +3,7 @@
 Every kernel gets a module optimised for the host (:mod:`polytile.runtime.llvm_engine`) and its own
 MCJIT engine, which :class:`JitFunction` keeps alive as long as the kernel.  No C compiler is involved.
 
-Parallel regions call libgomp (``GOMP_parallel``), loaded once with ``RTLD_GLOBAL`` so the JIT
+Parallel regions call libgomp (``GOMP_parallel``), loaded once by :mod:`polytile.runtime.openmp` so the JIT
 resolves its symbols and :mod:`polytile.runtime.threads` sets the thread count of the same runtime;
 libm's functions (``expf``, ``tanh``, ``erf``...) resolve from the process.
 
@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 
 from polytile.errors import InternalError, PolytileEnvironmentError
-from polytile.runtime.llvm_engine import GOMP_NAMES, JitError, engine, gomp, optimise, resolves, vector_isas
+from polytile.runtime.llvm_engine import JitError, engine, optimise, resolves, vector_isas
+from polytile.runtime.openmp import gomp
 from polytile.runtime.loader import call_entry
 
-__all__ = ["JitFunction", "compile_ir", "engine", "gomp", "optimise", "resolves", "vector_isas", "JitError", "GOMP_NAMES"]
+__all__ = ["JitFunction", "compile_ir", "engine", "gomp", "optimise", "resolves", "vector_isas", "JitError"]
 
 
 class JitFunction:

@@ -9,6 +9,7 @@ from typing import Any, Optional
 import numpy as np
 
 from polytile.errors import ENTRY_ENOMEM, CacheError, InternalError, PolytileEnvironmentError, PolytileError
+from polytile.runtime import openmp
 from polytile.runtime.threads import enter_call, leave_call
 
 _load_lock = threading.Lock()
@@ -147,6 +148,7 @@ def load(path: os.PathLike | str) -> Library:
         lib = _libraries.get(resolved)
         if lib is None:
             fd = _verified_fd(os.fspath(path), resolved)
+            openmp.load()  # before a kernel's dlopen pulls libgomp in with its default spin
             try:
                 try:
                     cdll = ctypes.CDLL(resolved, mode=ctypes.RTLD_LOCAL)

@@ -141,9 +141,9 @@ def _compiled() -> Optional[Callable[[int], int]]:
     with _lock:
         if _fn is None and not _failed:
             try:
-                from polytile.runtime import llvm_engine
+                from polytile.runtime import llvm_engine, openmp
 
-                if llvm_engine.gomp() is None:
+                if openmp.gomp() is None:
                     raise OSError("no libgomp")
                 eng = llvm_engine.engine(_IR)  # holds the machine code
                 fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(eng.get_function_address("pt_spread"))

@@ -61,6 +61,7 @@ from contextlib import contextmanager
 from typing import Callable, Dict, Iterator, Optional, Tuple
 
 from polytile.config import get_config
+from polytile.runtime import openmp
 from polytile.runtime.spread import before_call
 
 #: Seconds between two estimates (shorter windows see single scheduler ticks as whole cores).
@@ -298,17 +299,23 @@ ESTIMATOR = IdleCores()
 
 
 def _load_omp() -> Optional[Tuple[Callable[[int], None], Callable[[], int]]]:
-    """``omp_set_num_threads`` and ``omp_get_max_threads`` of the OpenMP runtime kernels link (libgomp)."""
-    for name in ("libgomp.so.1", "libomp.so", "libomp.so.5"):
+    """``omp_set_num_threads`` and ``omp_get_max_threads`` of the OpenMP runtime kernels link: the libgomp
+    :func:`polytile.runtime.openmp.load` loads, else LLVM's libomp."""
+    found = openmp.load()
+    lib = found[1] if found else None
+    for name in ("libomp.so", "libomp.so.5"):
+        if lib is not None:
+            break
         try:
             lib = ctypes.CDLL(name)
         except OSError:
             continue
-        set_n, get_n = lib.omp_set_num_threads, lib.omp_get_max_threads
-        set_n.argtypes, set_n.restype = [ctypes.c_int], None
-        get_n.argtypes, get_n.restype = [], ctypes.c_int
-        return set_n, get_n
-    return None
+    if lib is None:
+        return None
+    set_n, get_n = lib.omp_set_num_threads, lib.omp_get_max_threads
+    set_n.argtypes, set_n.restype = [ctypes.c_int], None
+    get_n.argtypes, get_n.restype = [], ctypes.c_int
+    return set_n, get_n
 
 
 _omp: Optional[Tuple[Callable[[int], None], Callable[[], int]]] = None
