@@ -138,7 +138,7 @@ def _roles(s: Schedule, stmt: str) -> Optional[Roles]:
         return None  # the innermost output index is a constant: no row to block over
     j = out_idx[-1].name
     out_iters = [e.name for e in out_idx if isinstance(e, B.Iter)]
-    used = {x.name for e in out_idx for x in B.walk(e) if isinstance(x, B.Iter)}
+    used = B.iter_names(*out_idx)
     reds = [v for v in st.iters if v not in used]
     if not reds or len(out_iters) < 2:
         return None
@@ -157,7 +157,7 @@ def _roles(s: Schedule, stmt: str) -> Optional[Roles]:
     rows = [v for v in out_iters if v != j]
     if not rows:
         return None  # every output index is j (a diagonal): no rows to block
-    moved = [{x.name for x in B.walk(ld) if isinstance(x, B.Iter)} for ld in B.loads(st.body.value)]
+    moved = [B.iter_names(ld) for ld in B.loads(st.body.value)]
     i = max(rows, key=lambda v: (any(v not in m for m in moved), min(ext.get(v, 0), ROW_EXTENT), out_iters.index(v)))
     if all(i in m for m in moved):
         # No row loop reuses an operand (a batched matrix-vector product, C[b, i] = +(A[b, i, k] * X[b, k])):
@@ -281,7 +281,7 @@ def _pack_operands(s: Schedule, r: Roles) -> List[_PackOperand]:
     for ld in B.loads(st.body.value):
         if ld.array == st.body.array:
             continue
-        dim_iters = tuple(tuple(sorted({x.name for x in B.walk(e) if isinstance(x, B.Iter)})) for e in ld.index)
+        dim_iters = tuple(tuple(sorted(B.iter_names(e))) for e in ld.index)
         uses = frozenset(v for d in dim_iters for v in d)
         di, dj = r.i in uses, r.j in uses
         if di == dj:

@@ -50,7 +50,7 @@ def block_roles(s: Schedule, name: str) -> Optional[Tuple[str, str, List[str]]]:
     if c_regblock.why_not(st) is not None or NO_LOOP in st.iters:
         return None
     plain = [e.name if isinstance(e, B.Iter) else None for e in st.body.index]
-    used = {x.name for e in st.body.index for x in B.walk(e) if isinstance(x, B.Iter)}
+    used = B.iter_names(*st.body.index)
     reds = [v for v in st.iters if v not in used]
     if not reds:
         return None

@@ -78,7 +78,7 @@ def _coeff(e, it: str) -> Optional[int]:
         if e.op == "//":
             return 0 if a == 0 else None
     if isinstance(e, B.Load):
-        return 0 if not any(isinstance(x, B.Iter) and x.name == it for x in B.walk(e)) else None
+        return 0 if it not in B.iter_names(e) else None
     return None
 
 

@@ -50,7 +50,7 @@ def _config_nest(s, cfg, hw, *, footprints: bool) -> _Nest:
     memo = info.config_memo
     hit = memo.get((cfg.i, cfg.j, cfg.k))
     if hit is None or hit[0] is not s.scop:
-        used = {x.name for e in st.body.index for x in B.walk(e) if isinstance(x, B.Iter)}
+        used = B.iter_names(*st.body.index)
         hit = (s.scop, [v for v in st.iters if v in used and v not in (cfg.i, cfg.j)],
                [v for v in st.iters if v not in used and v != cfg.k], _stmt_dtype(s, st),
                _classify_innermost(st, cfg.j, False))
@@ -125,7 +125,7 @@ def _permuted(st, arrays, i: str, j: str):
     moved = {}
 
     def uses(e, it):
-        return any(isinstance(x, B.Iter) and x.name == it for x in B.walk(e))
+        return it in B.iter_names(e)
 
     def view(n):
         if isinstance(n, B.Load):

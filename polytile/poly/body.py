@@ -25,7 +25,7 @@ i.e. ``C[i][j] += A[i][k] * B[k][j]`` with access relations
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Optional, Tuple, Union
+from typing import FrozenSet, Iterator, Optional, Tuple, Union
 
 INDEX = "int64"
 
@@ -166,6 +166,16 @@ def loads(n: Node) -> Iterator[Load]:
     for m in walk(n):
         if isinstance(m, Load):
             yield m
+
+
+def iter_names(*nodes: Node) -> FrozenSet[str]:
+    """The names of the iterators that ``nodes`` read (index expressions, values, loads and what
+    their indices read).
+
+    >>> sorted(iter_names(Bin("+", Iter("i"), Const(1, INDEX), INDEX), Iter("k")))
+    ['i', 'k']
+    """
+    return frozenset(x.name for n in nodes for x in walk(n) if isinstance(x, Iter))
 
 
 def is_affine(e: Node) -> bool:

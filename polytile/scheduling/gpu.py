@@ -285,7 +285,7 @@ def _unit_stride_loop(s: Schedule, group: Sequence[str], band: Sequence[int]) ->
         st = s.scop.statement(g)
         if not st.body.index:
             continue
-        last = {n.name for n in B.walk(st.body.index[-1]) if isinstance(n, B.Iter)}
+        last = B.iter_names(st.body.index[-1])
         for d in reversed(band):
             if s.table[g].names[d] in last:
                 return d

@@ -13,13 +13,13 @@ import numpy as np
 from ..errors import IllegalSchedule, ScheduleError
 from ..poly import body as B
 from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Schedule, Step, _value_range
-from .transforms import _loops_in, _walk_iters, parallel, reorder, tile, unmark
+from .transforms import _loops_in, parallel, reorder, tile, unmark
 
 
 def _unit_or_invariant(e_list, it: str) -> bool:
     """Whether an index (a list of subscript expressions) moves by one element along ``it`` or not at all:
     ``it`` (plus a constant) as the last subscript and nowhere else, or absent."""
-    uses = [k for k, e in enumerate(e_list) if any(x.name == it for x in _walk_iters(e))]
+    uses = [k for k, e in enumerate(e_list) if it in B.iter_names(e)]
     if not uses:
         return True
     return uses == [len(e_list) - 1] and _last_is(e_list, it)
@@ -108,7 +108,7 @@ def _rows_in_parallel(s: Schedule, stmt: str, it: str, names) -> Optional[list]:
     if not any(m[0] == stmt and m[1] == it and m[2] == PARALLEL for m in s.marks):
         return None
     st = s.scop.statement(stmt)
-    out_loops = {x.name for e in st.body.index for x in B.walk(e) if isinstance(x, B.Iter)}
+    out_loops = B.iter_names(*st.body.index)
     reds = [n for n in names if n not in out_loops]
     if not reds or [n for n in names if n in out_loops] != [it]:
         return None

@@ -591,7 +591,7 @@ def regtile(s: Schedule, stmt: str, rows: str, cols: str, *, mr: int, nr: int, l
     stmt_obj = s.scop.statement(st)
     if any(x not in stmt_obj.iters for x in present):
         raise ScheduleError("regtile: the block loops must be the statement's own iterators (tile them, don't skew them)")
-    out_iters = {x.name for e in stmt_obj.body.index for x in _walk_iters(e)}
+    out_iters = B.iter_names(*stmt_obj.body.index)
     # The reduction loops directly around the block; one of a single point (a 1x1 filter's ky, kx) has no
     # loop in the AST, so it neither counts nor carries the mark (a mark on it vanished with it, and the
     # block with the mark: a pointwise conv ran the generic nest).
@@ -643,10 +643,6 @@ def pack(s: Schedule, stmt: str, loop: str, array: str, *, dim: int, block: int)
         marks.add((g, s.table[g].names[d], PACK, (array, dim, block)))
     return _finish(s, s.stmts, Step.make("pack", stmt=stmt, loop=loop, array=array, dim=dim, block=block),
                    frozenset(marks))
-
-
-def _walk_iters(e):
-    return [x for x in B.walk(e) if isinstance(x, B.Iter)]
 
 
 def unmark(s: Schedule, stmt: str, loop: str, kind: str = PARALLEL) -> Schedule:
