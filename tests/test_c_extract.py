@@ -816,8 +816,16 @@ def test_region_errors_of_the_file_itself(tmp_path):
         extract(p)
     assert (e.value.line, e.value.col) == (3, 1)
     p = write(tmp_path, "void f(void) {\n  int x = ;\n}\n")
-    with pytest.raises(CFrontendError, match="cannot parse C: Invalid expression"):
+    with pytest.raises(CFrontendError, match="cannot parse C: Invalid expression") as e:
         extract(p)
+    assert (e.value.line, e.value.col) == (2, 11)  # pycparser names only the file: its token stream says where
+    # The same through a macro (Pluto's test/spu_k_classify_local_naive.c expands one to "{ ... }"):
+    # located at the macro's use, on the user's line.
+    p = write(tmp_path, "#define get(d) { a[d] }\nvoid f(float *a, int n) {\n  int i;\n"
+                        "  for (i = 0; i < n; i++)\n    a[i] = get(i);\n}\n")
+    with pytest.raises(CFrontendError, match="Invalid expression") as e:
+        extract(p)
+    assert e.value.line == 5 and "a[i] = get(i);" in str(e.value)
     with pytest.raises(CFrontendError, match="no such C file"):
         extract(tmp_path / "missing.c")
 

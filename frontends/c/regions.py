@@ -38,6 +38,16 @@ _SCOP_LINE = re.compile(r"^\s*#\s*pragma\s+scop\b")
 _ENDSCOP_LINE = re.compile(r"^\s*#\s*pragma\s+endscop\b")
 
 
+def _stopped_at(parser) -> Optional[str]:
+    """``file:line:column`` of the token a pycparser parser stopped at, or None if it does not say
+    (its token stream is not a public interface: any failure here means "unknown")."""
+    try:
+        tok = parser._peek()
+        return None if tok is None else str(parser._tok_coord(tok))
+    except Exception:  # noqa: BLE001 - another pycparser version: the message stays unlocated
+        return None
+
+
 class _File:
     """A parsed file: symbols at file scope and the regions of its functions."""
 
@@ -48,7 +58,7 @@ class _File:
         try:
             self.ast = parser.parse(src.parse_text, filename=name)
         except c_parser.ParseError as e:
-            raise self._parse_error(str(e)) from None
+            raise self._parse_error(str(e), parser) from None
         self.typedefs: Dict[str, Sequence[str]] = {}
         self.globals: Dict[str, _Sym] = {}
         self.enums: Dict[str, int] = {}
@@ -66,8 +76,14 @@ class _File:
         self.taken = frozenset(re.findall(r"[A-Za-z_]\w*", src.parse_text)) | frozenset(
             re.findall(r"[A-Za-z_]\w*", src.raw.decode("utf-8", "replace"))) | frozenset(src.defines)
 
-    def _parse_error(self, msg: str) -> CFrontendError:
+    def _parse_error(self, msg: str, parser=None) -> CFrontendError:
         m = re.match(r"^(.*?):(\d+)(?::(\d+))?: (.*)$", msg, re.S)
+        if not m and parser is not None:
+            # Some of pycparser's messages ("Invalid expression") name only the file; its token stream
+            # still knows where it stopped (pycparser 3; older ones say where in the message itself).
+            at = _stopped_at(parser)
+            if at is not None:
+                m = re.match(r"^(.*?):(\d+)(?::(\d+))?: (.*)$", f"{at}: {msg.split(': ', 1)[-1]}", re.S)
         if not m:
             detail = msg.split(": ", 1)[-1]
             return CFrontendError(f"{self.src.path}: cannot parse C: {detail}", construct="syntax")
