@@ -158,8 +158,11 @@ static int pt_others_settled(int first)
 }
 static int pt_threads(void)
 {
+  /* Every static of this helper has a non-zero initialiser, so it lives in .data, before .bss: a file
+     whose own static arrays pass 2 GiB has .bss objects placed after them out of the small code
+     model's reach ("relocation truncated to fit"), and the original file links. */
   static int mode = -1, last_n = 1;
-  static double last_t = -1.0, last_busy = 0.0, last_own = 0.0;
+  static double last_t = -1.0, last_busy = -1.0, last_own = -1.0;
   int max = omp_get_max_threads(), ncpu = 0, running = -1;
   double now, busy, own, tick;
   unsigned long long v[8] = {0, 0, 0, 0, 0, 0, 0, 0};
