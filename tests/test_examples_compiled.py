@@ -255,9 +255,13 @@ def statement_lines(source: str) -> List[StatementLine]:
     lines = inline_outlined(source)
     out: List[StatementLine] = []
     stack: List[tuple] = []  # (Loop, brace depth before its 'for' line)
+    private: List[tuple] = []  # (pointer to this thread's slice of a buffer, brace depth of its declaration)
     depth = 0
     for n, line in enumerate(lines):
         s = line.strip()
+        own = _PER_THREAD.search(s)
+        if own:
+            private.append((own.group(1), depth))
         m = _FOR.match(line)
         if m:
             pragma = lines[n - 1].strip() if n > 0 and lines[n - 1].strip().startswith(_PRAGMA) else ""
@@ -268,6 +272,9 @@ def statement_lines(source: str) -> List[StatementLine]:
         # their loop) are per-thread locals, not memory: skip them.
         if st and re.fullmatch(r"acc_\w+|pt_acc\d+", st.group(2)):
             st = None
+        # A packed panel written through a pointer to this thread's slice of the buffer is private too.
+        if st and any(st.group(2) == name for name, _ in private):
+            st = None
         if st and not s.startswith(("const ", "for (", "int ", "static ")):
             binds = dict(re.findall(r"const long (\w+) = ([^;]*);", st.group(1)))
             out.append(StatementLine(s, binds, st.group(2), st.group(3), [lp for lp, _ in stack]))
@@ -275,7 +282,13 @@ def statement_lines(source: str) -> List[StatementLine]:
         if "}" in s:
             while stack and depth <= stack[-1][1]:
                 stack.pop()
+            while private and depth < private[-1][1]:
+                private.pop()
     return out
+
+
+#: ``float *restrict pt_pk0 = pt_pkbuf0 + (long)pt_thread_num() * 576;``: the name of a thread's own slice.
+_PER_THREAD = re.compile(r"\*\s*(?:restrict\s+)?(\w+)\s*=[^;]*\bpt_thread_num\(\)")
 
 
 def parallel_loop_races(source: str) -> List[str]:
@@ -318,6 +331,29 @@ int pt_k(void *restrict a0)
   return 0;
 }
 """
+
+
+_PACKS = """
+int pt_k(void *restrict a0)
+{
+  #pragma omp parallel for schedule(static)
+  for (long c0 = 0; c0 <= 1; c0 += 1)
+  {
+    {
+      float *restrict pt_pk0 = pt_pkbuf0 + (long)pt_thread_num() * 576;
+      for (long pt_l = 0; pt_l < 16; pt_l += 1)
+        pt_pk0[pt_l] = F[pt_l];
+    }
+    for (long pt_l = 0; pt_l < 16; pt_l += 1)
+      pt_pk1[pt_l] = F[pt_l];
+  }
+  return 0;
+}
+"""
+
+
+def test_a_threads_own_pack_buffer_is_not_a_race_and_a_shared_one_is():
+    assert parallel_loop_races(_PACKS) == ["loop c0: pt_pk1[pt_l] = F[pt_l];"]
 
 
 def test_statement_lines_parser():

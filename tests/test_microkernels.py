@@ -191,3 +191,45 @@ def test_wide_register_blocks_match_the_oracle(mr, nv, dtype, target):
     A = rng.integers(-3, 4, size=(M, K)).astype(dtype)
     B = rng.integers(-3, 4, size=(K, N)).astype(dtype)
     np.testing.assert_array_equal(k(A, B), A @ B)
+
+
+NARROW = {
+    # (program, dims, dtype): fewer columns than one full-width vector of x86-avx512
+    "matmul N=8": ("examples/matmul.tile", "M=37,N=8,K=29", "float32"),
+    "matmul N=12": ("examples/matmul.tile", "M=40,N=12,K=33", "float32"),
+    "batched 8x8": ("examples/batched_matmul.tile", "NB=9,M=8,N=8,K=19", "float32"),
+    "conv CO=8": ("examples/conv2d.tile", "N=1,H=13,W=21,CI=19,KH=3,KW=3,CO=8", "float32"),
+    "matmul float64 N=4": ("examples/matmul.tile", "M=37,N=4,K=29", "float64"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NARROW))
+def test_fewer_columns_than_a_vector_get_a_narrower_register_block(case):
+    """On 16 float lanes, 8 columns once left the plain nest (a batch of 8x64 @ 64x8 products at 22
+    GFLOP/s); a vector of half the width is still one register.  Never below 32 bytes."""
+    path, dims, dtype = NARROW[case]
+    hw = hardware.load("x86-avx512")
+    s = polytile.schedule(path, dims=dims, dtypes=dtype)
+    _, chosen = autotile.autotile(s, hw)
+    assert chosen and chosen[0].regtile, chosen
+    cfg = chosen[0]
+    width = np.dtype(dtype).itemsize * cfg.lanes
+    assert cfg.lanes < hw.vector_lanes(dtype) and width >= 32 and cfg.nr % cfg.lanes == 0
+    assert cfg.mr * (cfg.nr // cfg.lanes) + cfg.nr // cfg.lanes + 1 <= hw.vector_registers
+
+
+def test_no_register_block_on_vectors_narrower_than_32_bytes():
+    # 4 float columns: 16-byte vectors, which ran slower blocked than plain (a batch of 4x4 products)
+    hw = hardware.load("x86-avx512")
+    s = polytile.schedule("examples/batched_matmul.tile", dims="NB=64,M=4,N=4,K=4")
+    assert all(c.lanes * 4 >= 32 for c in autotile.candidates(s, "S0", hw))
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", sorted(NARROW))
+def test_narrow_register_blocks_match_the_oracle(case, dtype, target):
+    path, dims, _ = NARROW[case]
+    arrays = small_int_inputs(path, dims, dtype)
+    k = polytile.compile(path, hardware="x86-avx512", target=target)
+    np.testing.assert_array_equal(k(*arrays), polytile.reference(path, *arrays))
