@@ -1,6 +1,6 @@
-"""Reductions, pooling and elementwise Tile programs against numpy: the shapes that are not a GEMM.
+"""Reductions, pooling, elementwise programs and narrow products against numpy: the shapes that are not a big GEMM.
 
-    python benchmarks/bench_ops.py                     # fourteen workloads, ~5 minutes
+    python benchmarks/bench_ops.py                     # sixteen workloads, ~6 minutes
     python benchmarks/bench_ops.py --only matvec softmax
 
 Each row is an ``examples/`` program at the size below, float32 standard normal inputs, compiled with
@@ -17,7 +17,9 @@ the default schedule, against the numpy formulation a user would write (one call
 * ``transpose`` 4096^2: ``ascontiguousarray(I.T)``;
 * ``matmul_abt`` 1024^3: ``A @ B.T`` (BLAS sgemm, transposed operand);
 * ``global_avgpool`` 8 x 28 x 28 x 512: ``I.mean(axis=(1, 2))``;
-* ``conv2d_same`` 3x3 "same" 1 x 56 x 56 x 64 -> 64: im2col of the zero-padded image and one sgemm.
+* ``conv2d_same`` 3x3 "same" 1 x 56 x 56 x 64 -> 64: im2col of the zero-padded image and one sgemm;
+* ``matmul_narrow`` 4096 x 256 @ 256 x 8 (``matmul.tile``): ``A @ B`` (fewer columns than one 16-lane vector);
+* ``batched_small`` 2048 x (8 x 64 @ 64 x 8) (``batched_matmul.tile``): ``numpy.matmul`` on the stacks.
 
 These run on the paths the register tiles do not take: sums into one cell in SIMD lanes
 (``codegen/c_accumulate.py``), unit-stride output loops innermost (``scheduling.vector_inner``),
@@ -38,6 +40,14 @@ import bench_all
 
 def matvec(A, x):
     return A @ x
+
+
+def matmul_narrow(A, B):
+    return A @ B
+
+
+def batched_small(A, B):
+    return np.matmul(A, B)
 
 
 def vecmat(x, A):
@@ -101,7 +111,10 @@ def conv2d_same(I, F):
 
 
 BASELINES = {f.__name__: f for f in (matvec, vecmat, row_sum, dot, maxpool, softmax, elementwise_chain, min_plus, row_max,
-                                     min_reduce, transpose, matmul_abt, global_avgpool, conv2d_same)}
+                                     min_reduce, transpose, matmul_abt, global_avgpool, conv2d_same, matmul_narrow,
+                                     batched_small)}
+#: Rows whose program is an example of another name.
+PROGRAMS = {"matmul_narrow": "matmul", "batched_small": "batched_matmul"}
 
 
 def workloads(args):
@@ -122,12 +135,16 @@ def workloads(args):
         ("global_avgpool", "8x28x28x512", "N=8,H=28,W=28,C=512", [(8, 28, 28, 512)], 8 * 28 * 28 * 512),
         ("conv2d_same", "1x56x56x64 -> 64, 3x3", "N=1,H=56,W=56,CI=64,CO=64", [(1, 56, 56, 64), (3, 3, 64, 64)],
          2 * 56 * 56 * 64 * 9 * 64),
+        ("matmul_narrow", "4096x256 @ 256x8", "M=4096,N=8,K=256", [(4096, 256), (256, 8)], 2 * 4096 * 256 * 8),
+        ("batched_small", "2048x(8x64 @ 64x8)", "NB=2048,M=8,N=8,K=64", [(2048, 8, 64), (2048, 64, 8)],
+         2 * 2048 * 8 * 64 * 8),
     ]
     out = []
     for name, shape, dims, shapes, flops in rows:
         if args.only and name not in args.only:
             continue
-        out.append(bench_all.Workload(name, shape, ex / f"{name}.tile", dims, shapes, BASELINES[name], (name,),
+        out.append(bench_all.Workload(name, shape, ex / f"{PROGRAMS.get(name, name)}.tile", dims, shapes,
+                                      BASELINES[name], (name,),
                                       flops, target=1.0))
     return out
 

@@ -15,6 +15,7 @@ SMALL = {  # the workload's dims, small and odd where the program allows
     "softmax": "M=5,N=33", "elementwise_chain": "N=999", "min_plus": "M=7,K=9,N=11",
     "row_max": "M=9,N=70", "min_reduce": "M=9,N=70", "transpose": "M=9,N=70", "matmul_abt": "M=37,N=53,K=29",
     "global_avgpool": "N=2,H=5,W=7,C=9", "conv2d_same": "N=2,H=7,W=9,CI=3,CO=5",
+    "matmul_narrow": "M=37,N=8,K=29", "batched_small": "NB=5,M=8,N=8,K=11",
 }
 
 
@@ -26,7 +27,7 @@ def bench_ops():
 
 @pytest.mark.parametrize("name", sorted(SMALL))
 def test_baseline_computes_the_program(bench_ops, name):
-    program = ROOT / "examples" / f"{name}.tile"
+    program = ROOT / "examples" / f"{bench_ops.PROGRAMS.get(name, name)}.tile"
     prog = polytile.load_program(program)
     if name == "elementwise_chain":  # X has no declared dimensions: it takes Y's
         shapes = [(999,), (999,)]
