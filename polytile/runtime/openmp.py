@@ -110,7 +110,7 @@ def cpu_identity(cpuinfo: str = "/proc/cpuinfo") -> str:
     return "|".join([platform.machine()] + [fields.get(k, "") for k in CPU_FIELDS])
 
 
-def measure_pause(loops: int = 8_000, repeats: int = 5) -> Optional[float]:
+def measure_pause(loops: int = 4_000, repeats: int = 5) -> Optional[float]:
     """Seconds per ``pause`` on this CPU: the fastest of ``repeats`` JIT-compiled loops of ``loops``
     (the fastest, because a busy machine only ever adds time).  None off x86 or without LLVM.
 
