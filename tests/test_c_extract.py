@@ -826,6 +826,16 @@ def test_region_errors_of_the_file_itself(tmp_path):
     with pytest.raises(CFrontendError, match="Invalid expression") as e:
         extract(p)
     assert e.value.line == 5 and "a[i] = get(i);" in str(e.value)
+    # A loop nest alone in a file (Pluto's test fragments): C has no statements outside a function.
+    p = write(tmp_path, "/* } */\n#pragma scop\nfor (i = 0; i < N; i++)\n  A[i] = 0.33 * B[i];\n#pragma endscop\n")
+    with pytest.raises(CFrontendError, match="a statement outside any function") as e:
+        extract(p)
+    assert (e.value.line, e.value.col) == (3, 1)
+    # Inside a function the same token is a plain syntax error (a missing ';'), without that hint.
+    p = write(tmp_path, "void f(void) {\n  int x = 1\n  for (;;) ;\n}\n")
+    with pytest.raises(CFrontendError, match="before: for") as e:
+        extract(p)
+    assert "outside any function" not in str(e.value)
     with pytest.raises(CFrontendError, match="no such C file"):
         extract(tmp_path / "missing.c")
 

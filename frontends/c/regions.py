@@ -38,6 +38,16 @@ _SCOP_LINE = re.compile(r"^\s*#\s*pragma\s+scop\b")
 _ENDSCOP_LINE = re.compile(r"^\s*#\s*pragma\s+endscop\b")
 
 
+def _brace_depth(text: bytes) -> int:
+    """``{`` minus ``}`` in C ``text``, outside comments, string and character literals.
+
+    >>> _brace_depth(b"void f(void) { /* } */ g(); // }")
+    1
+    """
+    code = re.sub(rb'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', b" ", text, flags=re.S)
+    return code.count(b"{") - code.count(b"}")
+
+
 def _stopped_at(parser) -> Optional[str]:
     """``file:line:column`` of the token a pycparser parser stopped at, or None if it does not say
     (its token stream is not a public interface: any failure here means "unknown")."""
@@ -88,7 +98,15 @@ class _File:
             detail = msg.split(": ", 1)[-1]
             return CFrontendError(f"{self.src.path}: cannot parse C: {detail}", construct="syntax")
         coord = types.SimpleNamespace(file=m.group(1), line=int(m.group(2)), column=int(m.group(3) or 1))
-        return self.src.error(coord, f"cannot parse C: {m.group(4)}", "syntax")
+        detail = m.group(4)
+        if re.fullmatch(r"before: (for|while|if|do|switch|return)", detail.strip()) and self.src.is_main(coord.file) \
+                and _brace_depth(self.src.raw[:self.src.offset(coord.line, coord.column)]) <= 0:
+            # A loop nest pasted into a file of its own (Pluto's test fragments): C has no statements
+            # outside a function, and polytile needs the declarations that give arrays types and sizes.
+            detail += (" (a statement outside any function: polytile reads a whole C file, so put the loops in "
+                       "a function, with the arrays and sizes they use declared as its parameters or at file "
+                       "scope)")
+        return self.src.error(coord, f"cannot parse C: {detail}", "syntax")
 
     def _collect_enums(self) -> None:
         """Enumeration constants are integer constants, substituted like literals."""
