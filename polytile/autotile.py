@@ -164,6 +164,12 @@ def _roles(s: Schedule, stmt: str) -> Optional[Roles]:
         # a block could only be one row deep, its columns gathered; the plain nest sums each cell in SIMD
         # lanes along a unit-stride k instead (64 x 256 x 256: 0.69 ms blocked against 0.36 for numpy).
         return None
+    if ext.get(i, 0) <= 1:
+        # Every row loop has one point (x @ W written as a 1 x K matrix, a 1x1 image): a block one row
+        # deep reads each element of the other operand once, and streaming the rows with a private copy
+        # of the small output per thread (scheduling.locality) is faster: 1 x 1024 @ 1024^2 ran 0.061 ms
+        # blocked against 0.034 for numpy.
+        return None
     k = max(reds, key=lambda v: (ext.get(v, 0), reds.index(v)))
     if all({i, j} <= m for m in moved):
         # Every operand moves with both block loops: no element is read twice, so a register block

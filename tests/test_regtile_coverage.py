@@ -282,6 +282,25 @@ def test_no_register_block_when_no_row_loop_reuses_an_operand():
                                       np.einsum("bik,bk->bi", A, X))
 
 
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+def test_one_row_products_stream_their_rows_instead_of_a_one_row_block(target):
+    # x @ W written as a 1 x K matrix: a block one row deep reuses nothing of W (1 x 1024 @ 1024^2 ran
+    # 0.061 ms blocked, 0.025 with the rows in parallel on private copies of the small output).
+    s = polytile.schedule("examples/matmul.tile", dims="M=1,K=1024,N=1024")
+    assert autotile.roles(s, "S0") is None
+    rng = np.random.default_rng(3)
+    k = polytile.compile("examples/matmul.tile", target=target)
+    for K, N in [(1024, 1024), (37, 53), (300, 40)]:
+        A = rng.integers(-3, 4, (1, K)).astype(np.int32)
+        W = rng.integers(-3, 4, (K, N)).astype(np.int32)
+        np.testing.assert_array_equal(k(A, W), A @ W)
+    A = np.ones((1, 1024), np.float32)
+    W = np.ones((1024, 1024), np.float32)
+    spec = k.specialize(A, W)
+    assert "parallel +:C" in spec.schedule.describe()  # the rows, each thread into a private copy
+    assert "regtile" not in spec.schedule.describe()
+
+
 POINTWISE = "examples/conv2d.tile"
 
 

@@ -110,7 +110,8 @@ def _rows_in_parallel(s: Schedule, stmt: str, it: str, names) -> Optional[list]:
     st = s.scop.statement(stmt)
     out_loops = B.iter_names(*st.body.index)
     reds = [n for n in names if n not in out_loops]
-    if not reds or [n for n in names if n in out_loops] != [it]:
+    # Output loops of one point (C[i, j] with one row: x @ W written as a 1 x K matrix) do not count.
+    if not reds or [n for n in names if n in out_loops and _extent(s, stmt, n) > 1] != [it]:
         return None
     arr = s.scop.array(st.body.array)
     size = int(np.prod(arr.shape or (1,))) * np.dtype(arr.dtype).itemsize
