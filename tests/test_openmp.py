@@ -25,7 +25,7 @@ SCHEDSTAT = pytest.mark.skipif(not os.path.exists(f"/proc/self/task/{os.getpid()
 
 def test_the_spin_count_is_set_for_the_load_alone():
     env = {"HOME": "/x"}
-    seen = openmp.with_spin_count(lambda name: (name, dict(env)), "libgomp.so.1", env, lambda: 1234)
+    seen = openmp.with_spin_count(lambda: ("libgomp.so.1", dict(env)), env, lambda: 1234)
     assert seen == ("libgomp.so.1", {"HOME": "/x", "GOMP_SPINCOUNT": "1234"})
     assert env == {"HOME": "/x"}
 
@@ -33,11 +33,11 @@ def test_the_spin_count_is_set_for_the_load_alone():
 def test_the_environment_is_restored_when_the_load_fails():
     env: dict = {}
 
-    def fails(name):
+    def fails():
         raise OSError("no such library")
 
     with pytest.raises(OSError):
-        openmp.with_spin_count(fails, "libgomp.so.1", env, lambda: 1234)
+        openmp.with_spin_count(fails, env, lambda: 1234)
     assert env == {}
 
 
@@ -48,7 +48,7 @@ def test_a_users_wait_policy_wins_and_nothing_is_measured(setting):
     def count():
         raise AssertionError("measured although the user chose")
 
-    seen = openmp.with_spin_count(lambda name: dict(env), "libgomp.so.1", env, count)
+    seen = openmp.with_spin_count(lambda: dict(env), env, count)
     assert seen == setting and env == setting
 
 

@@ -38,6 +38,10 @@ _SCOP_LINE = re.compile(r"^\s*#\s*pragma\s+scop\b")
 _ENDSCOP_LINE = re.compile(r"^\s*#\s*pragma\s+endscop\b")
 
 
+#: A pycparser message that says where: ``file:line[:column]: text``.
+_LOCATED = re.compile(r"^(.*?):(\d+)(?::(\d+))?: (.*)$", re.S)
+
+
 def _brace_depth(text: bytes) -> int:
     """``{`` minus ``}`` in C ``text``, outside comments, string and character literals.
 
@@ -87,13 +91,13 @@ class _File:
             re.findall(r"[A-Za-z_]\w*", src.raw.decode("utf-8", "replace"))) | frozenset(src.defines)
 
     def _parse_error(self, msg: str, parser=None) -> CFrontendError:
-        m = re.match(r"^(.*?):(\d+)(?::(\d+))?: (.*)$", msg, re.S)
+        m = _LOCATED.match(msg)
         if not m and parser is not None:
             # Some of pycparser's messages ("Invalid expression") name only the file; its token stream
             # still knows where it stopped (pycparser 3; older ones say where in the message itself).
             at = _stopped_at(parser)
             if at is not None:
-                m = re.match(r"^(.*?):(\d+)(?::(\d+))?: (.*)$", f"{at}: {msg.split(': ', 1)[-1]}", re.S)
+                m = _LOCATED.match(f"{at}: {msg.split(': ', 1)[-1]}")
         if not m:
             detail = msg.split(": ", 1)[-1]
             return CFrontendError(f"{self.src.path}: cannot parse C: {detail}", construct="syntax")

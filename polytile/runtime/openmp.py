@@ -33,7 +33,7 @@ import os
 import platform
 import threading
 import time
-from typing import Callable, MutableMapping, Optional, Tuple
+from typing import Callable, MutableMapping, Optional, Tuple, TypeVar
 
 from polytile.errors import CacheError, PolytileError
 from polytile.runtime import json_cache, llvm_engine
@@ -50,6 +50,8 @@ GOMP_NAMES = ("libgomp.so.1", "/usr/lib/x86_64-linux-gnu/libgomp.so.1", "libgomp
 
 #: The user's wait-policy variables: with either set, libgomp's environment is left alone.
 USER_SETTINGS = ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")
+
+T = TypeVar("T")
 
 _lock = threading.RLock()  # gomp() holds it while it calls load()
 _loaded: dict = {}
@@ -155,27 +157,39 @@ def pause_seconds() -> Optional[float]:
     return seconds
 
 
-def with_spin_count(open_library: Callable[[str], object], name: str, environ: MutableMapping[str, str],
-                    count: Callable[[], int] = lambda: spin_count(pause_seconds())) -> object:
-    """``open_library(name)`` with ``GOMP_SPINCOUNT`` = ``count()`` in ``environ`` for the call alone
-    (unless the user set a wait policy: then ``count`` is not called); ``environ`` is as it was
-    afterwards, whatever happens.
+def with_spin_count(open_library: Callable[[], T], environ: MutableMapping[str, str],
+                    count: Callable[[], int] = lambda: spin_count(pause_seconds())) -> T:
+    """``open_library()`` with ``GOMP_SPINCOUNT`` = ``count()`` in ``environ`` for the call alone (unless
+    the user set a wait policy: then ``count`` is not called); ``environ`` is as it was afterwards,
+    whatever happens.
 
     >>> env = {}
-    >>> with_spin_count(lambda n: env.get("GOMP_SPINCOUNT"), "libgomp.so.1", env, lambda: 7), env
+    >>> with_spin_count(lambda: env.get("GOMP_SPINCOUNT"), env, lambda: 7), env
     ('7', {})
-    >>> with_spin_count(lambda n: env.get("GOMP_SPINCOUNT"), "x", {"OMP_WAIT_POLICY": "active"})
+    >>> with_spin_count(lambda: env.get("GOMP_SPINCOUNT"), {"OMP_WAIT_POLICY": "active"})
     """
     if any(key in environ for key in USER_SETTINGS):
-        return open_library(name)
+        return open_library()
     environ["GOMP_SPINCOUNT"] = str(count())
     try:
-        return open_library(name)
+        return open_library()
     finally:
         environ.pop("GOMP_SPINCOUNT", None)
 
 
-def load(names: Optional[Tuple[str, ...]] = None) -> Optional[Tuple[str, ctypes.CDLL]]:
+def _first_gomp() -> Optional[Tuple[str, ctypes.CDLL]]:
+    """(name, handle) of the first of ``POLYTILE_LIBGOMP`` and :data:`GOMP_NAMES` that loads (``RTLD_GLOBAL``)."""
+    for name in (os.environ.get("POLYTILE_LIBGOMP"),) + GOMP_NAMES:
+        if not name:
+            continue
+        try:
+            return name, ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            continue
+    return None
+
+
+def load() -> Optional[Tuple[str, ctypes.CDLL]]:
     """(name, handle) of the libgomp this process's kernels use, loaded once with ``RTLD_GLOBAL`` (so
     every kernel library links the same copy); None where there is none.  Call it before loading any
     library built with OpenMP: the first ``dlopen`` of libgomp is the one that reads the spin count.
@@ -186,17 +200,8 @@ def load(names: Optional[Tuple[str, ...]] = None) -> Optional[Tuple[str, ctypes.
     """
     with _lock:
         if "gomp" not in _loaded:
-            found = None
-            for name in names or (os.environ.get("POLYTILE_LIBGOMP"),) + GOMP_NAMES:
-                if not name:
-                    continue
-                try:
-                    handle = with_spin_count(lambda n: ctypes.CDLL(n, mode=ctypes.RTLD_GLOBAL), name, os.environ)
-                except OSError:
-                    continue
-                found = (name, handle)
-                break
-            _loaded["gomp"] = found
+            # One setting of the environment (and at most one measurement) around every name tried.
+            _loaded["gomp"] = with_spin_count(_first_gomp, os.environ)
         return _loaded["gomp"]
 
 
