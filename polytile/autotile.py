@@ -21,6 +21,7 @@ the one the cost model predicts fastest.
 """
 from __future__ import annotations
 
+import math
 import zlib
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -28,6 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import islpy as isl
 import numpy as np
 
+from .cost.constants import FMA_LATENCY
 from .epilogues import fuse_epilogues, zero_per_block
 from .errors import PolytileError, ScheduleError
 from .hardware import CPUDescriptor
@@ -462,6 +464,40 @@ def balance(trip: int, cores: int) -> float:
     return trip / (cores * -(-trip // cores))
 
 
+#: Reduction steps a block must run for vectors under 32 bytes to pay (:func:`narrow_widths`).
+NARROW_REDUCTION = 32
+
+
+def narrow_widths(lanes: int, item: int, cols: int, steps: int) -> List[int]:
+    """Vector widths (lanes) under a full register for a block of ``cols`` output columns: a register of
+    half the width is still one register.
+
+    Where the columns are fewer than a full vector: halves and quarters of at least 32 bytes.  8
+    columns on 16 lanes ran the plain nest: a batch of 8x64 @ 64x8 products at 22 GFLOP/s (0.75 ms;
+    0.09 blocked), 4096x256 @ 256x8 0.75 ms (0.09).  Under 32 bytes (16 and 8) only where no 32-byte
+    vector fits the columns, and the block runs at least :data:`NARROW_REDUCTION` reduction steps:
+    1024^2 @ 1024x4 float32 ran its plain nest at 0.35 ms, 0.105 in 8 x 4 blocks of 16 bytes (numpy
+    0.09; Zen 5), but a batch of 4x4 @ 4x4 products on 16-byte vectors ran slower than its plain nest
+    (24 vs 16 us): four steps do not pay for the block.  Such a block takes the fewest rows whose
+    accumulators hide the multiply-add latency (``FMA_LATENCY`` x FMA units, 8 on Zen 5): each row is
+    another stream of the unpacked left operand, which bounds these products.  1024^2 @ 1024x4 on
+    4 lanes, rows 4 / 6 / 8 / 10 / 12 / 14: 0.124 / 0.129 / 0.077 / 0.113 / 0.082 / 0.141 ms
+    (numpy 0.115; Zen 5, interleaved).
+
+    >>> narrow_widths(16, 4, 12, 1024), narrow_widths(16, 4, 4, 1024), narrow_widths(16, 4, 4, 4)
+    ([8], [4, 2], [])
+    """
+    if cols >= lanes:
+        return []
+    out = []
+    for w in (lanes >> s for s in range(1, lanes.bit_length())):
+        if w < 2 or w * item < 8 or w > cols:
+            continue
+        if w * item >= 32 or (cols * item < 32 and steps >= NARROW_REDUCTION):
+            out.append(w)
+    return out
+
+
 def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
                full_blocks: bool = True) -> List[TileConfig]:
     """Configurations for ``stmt`` whose tiles fit the descriptor's cache levels.
@@ -485,18 +521,16 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
     l3 = caches[2].size_bytes if len(caches) > 2 else 4 * l2
     l3 = min(l3, L3_SHARE)
     blocks = []
-    # Narrower vectors where the columns are fewer than a full one: a register of half the width is
-    # still one register.  8 columns on 16 lanes ran the plain nest: a batch of 8x64 @ 64x8 products
-    # at 22 GFLOP/s (0.75 ms; 0.09 blocked), 4096x256 @ 256x8 0.75 ms (0.09).  Not below 32 bytes: a
-    # batch of 4x4 products blocked on 16-byte vectors ran slower than its plain nest (24 vs 16 us).
-    widths = [lanes] + [w for w in (lanes // 2, lanes // 4)
-                        if w * item >= 32 and E[r.j] < lanes and E[r.j] >= w]
+    widths = [lanes] + narrow_widths(lanes, item, E[r.j], E[r.k] * math.prod(E[v] for v in r.reductions if v not in r.outside))
+    chains = math.ceil(FMA_LATENCY * max(1, hw.fma_units_per_core))
     for width in widths:
         for nv in (1, 2, 3, 4, 6, 8):
             nr = nv * width
             for mr in (1, 2, 3, 4, 6, 8, 12, 14):
                 if mr * nv + nv + 1 > regs or mr * nv < 4:
                     continue
+                if width < lanes and not mr * nv >= chains > (mr - 1) * nv:
+                    continue  # narrow: just the accumulators that hide the latency (narrow_widths)
                 blocks.append((mr, nr, width))
     out: List[TileConfig] = []
     cores = max(1, hw.cores)
@@ -642,6 +676,7 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict, *, bound=None,
     """Configurations best first: by predicted time, ties broken by how well packing serves them.
 
     Among configurations predicted within :data:`TIE` of each other, prefer
+    wider vectors (:func:`_first_key`; only narrow candidates differ), then
     (0) more of the iterations in full register blocks (the edges run the
     generic loops, much slower than the model's average assumes), (1) more
     operands packed (one contiguous stream per operand instead of a
@@ -687,7 +722,7 @@ def _break_tie(s: Schedule, tie: List[Tuple[float, int, TileConfig]], need: Opti
     if len(tie) == 1:
         return [tie[0][2]]
     if need is not None and len(tie) > need:
-        first = [_full_blocks_key(s, x[2]) for x in tie]
+        first = [_first_key(s, x[2]) for x in tie]
         cut = sorted(first)[need - 1]
         tie = [x for x, f in zip(tie, first) if f <= cut]
     out = [x[2] for x in sorted(tie, key=lambda x: (structure_key(s, x[2]), memory(x[2]) if memory else 0.0,
@@ -724,17 +759,29 @@ def _rank_bounded(s: Schedule, configs: Sequence[TileConfig], predict, bound, ne
 
 
 def structure_key(s: Schedule, cfg: TileConfig) -> Tuple:
-    """Sort key of :func:`rank`'s tie-break: full blocks, packed operands, parallel regions, kc, copying."""
+    """Sort key of :func:`rank`'s tie-break: vector width, full blocks, packed operands, parallel regions, kc,
+    copying."""
     r = roles(s, cfg.stmt)
     if r is None:
-        return (0.0, 0, 1, 0, 0)
+        return (0, 0.0, 0, 1, 0, 0)
     plans = pack_plan(s, cfg) if cfg.pack else []
     copied = sum(p.elements * p.copies for p in plans)
     depth = min(cfg.kc, r.extents[cfg.k])
     for v in r.reductions:  # the other reduction loops inside the block (a convolution's ky, kx)
         if v not in r.outside:
             depth *= r.extents[v]
-    return (_full_blocks_key(s, cfg), -len(plans), regions(s, cfg), -min(depth, DEEP_ENOUGH), copied)
+    return _first_key(s, cfg) + (-len(plans), regions(s, cfg), -min(depth, DEEP_ENOUGH), copied)
+
+
+def _first_key(s: Schedule, cfg: TileConfig) -> Tuple[int, float]:
+    """The first entries of :func:`structure_key` (cheap: no packing plan): wider vectors, then full blocks.
+
+    Vectors narrower than a full register (:func:`narrow_widths`) tie where the A stream bounds the
+    time; the wider runs fewer multiply-adds per column (``ceil(N / w)``, edge blocks included) and
+    won: 1024^2 @ 1024x4 float32 on 4 lanes 0.105 ms, on 2 lanes 0.15 (Zen 5).  Full-width
+    configurations all have the same lanes, so their order is unchanged.
+    """
+    return (-cfg.lanes, _full_blocks_key(s, cfg))
 
 
 def _full_blocks_key(s: Schedule, cfg: TileConfig) -> float:

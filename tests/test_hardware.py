@@ -529,7 +529,7 @@ def test_zen4_descriptor_prefers_fewer_accumulators():
     xeon = hardware.load("x86-avx512")
     zen4 = replace(xeon, fma_units_per_core=1, peak_gflops_fp32=None, peak_gflops_fp64=None)
     small = (2, 32, 16)  # 4 accumulators
-    assert _kernel_efficiency(small, zen4) > _kernel_efficiency(small, xeon)
+    assert _kernel_efficiency(small, zen4, "float32") > _kernel_efficiency(small, xeon, "float32")
     assert zen4.peak_gflops_fp32 == pytest.approx(xeon.peak_gflops_fp32 / 2)
 
 
@@ -554,5 +554,5 @@ def test_eight_chains_on_two_pipes_lose_to_more():
     from polytile.cost.roofline import _kernel_efficiency
 
     xeon = hardware.load("x86-avx512")
-    eight, twelve, sixteen = (_kernel_efficiency(b, xeon) for b in ((2, 64, 16), (3, 64, 16), (2, 128, 16)))
+    eight, twelve, sixteen = (_kernel_efficiency(b, xeon, "float32") for b in ((2, 64, 16), (3, 64, 16), (2, 128, 16)))
     assert eight < twelve == sixteen

@@ -200,29 +200,47 @@ NARROW = {
     "batched 8x8": ("examples/batched_matmul.tile", "NB=9,M=8,N=8,K=19", "float32"),
     "conv CO=8": ("examples/conv2d.tile", "N=1,H=13,W=21,CI=19,KH=3,KW=3,CO=8", "float32"),
     "matmul float64 N=4": ("examples/matmul.tile", "M=37,N=4,K=29", "float64"),
+    # under 32 bytes of columns: 16- and 8-byte vectors, with a reduction of at least NARROW_REDUCTION steps
+    "matmul N=2": ("examples/matmul.tile", "M=37,N=2,K=40", "float32"),
+    "matmul N=3": ("examples/matmul.tile", "M=29,N=3,K=35", "float32"),
+    "matmul N=6": ("examples/matmul.tile", "M=43,N=6,K=33", "float32"),
+    "matmul float64 N=3": ("examples/matmul.tile", "M=37,N=3,K=41", "float64"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(NARROW))
 def test_fewer_columns_than_a_vector_get_a_narrower_register_block(case):
     """On 16 float lanes, 8 columns once left the plain nest (a batch of 8x64 @ 64x8 products at 22
-    GFLOP/s); a vector of half the width is still one register.  Never below 32 bytes."""
+    GFLOP/s); a vector of half the width is still one register.  Under 32 bytes only where no
+    32-byte vector fits the columns, and every narrow block has just the accumulators that hide the
+    multiply-add latency (1024^2 @ 1024x4: 4 rows 0.124 ms, 8 rows 0.077, 14 rows 0.141)."""
     path, dims, dtype = NARROW[case]
     hw = hardware.load("x86-avx512")
     s = polytile.schedule(path, dims=dims, dtypes=dtype)
     _, chosen = autotile.autotile(s, hw)
     assert chosen and chosen[0].regtile, chosen
     cfg = chosen[0]
-    width = np.dtype(dtype).itemsize * cfg.lanes
-    assert cfg.lanes < hw.vector_lanes(dtype) and width >= 32 and cfg.nr % cfg.lanes == 0
-    assert cfg.mr * (cfg.nr // cfg.lanes) + cfg.nr // cfg.lanes + 1 <= hw.vector_registers
+    item = np.dtype(dtype).itemsize
+    cols = autotile.roles(s, "S0").extents[cfg.j]
+    assert cfg.lanes < hw.vector_lanes(dtype) and cfg.nr % cfg.lanes == 0 and cfg.lanes <= cols
+    assert item * cfg.lanes >= 32 or item * cols < 32
+    nv = cfg.nr // cfg.lanes
+    assert cfg.mr * nv + nv + 1 <= hw.vector_registers
+    chains = 4 * hw.fma_units_per_core  # cost.constants.FMA_LATENCY x FMA units
+    assert cfg.mr * nv >= chains > (cfg.mr - 1) * nv, cfg
 
 
-def test_no_register_block_on_vectors_narrower_than_32_bytes():
-    # 4 float columns: 16-byte vectors, which ran slower blocked than plain (a batch of 4x4 products)
+def test_vectors_under_32_bytes_only_for_few_columns_and_a_long_reduction():
+    # 4 float columns over 4 steps: 16-byte blocks ran slower than the plain nest (a batch of 4x4 products)
     hw = hardware.load("x86-avx512")
-    s = polytile.schedule("examples/batched_matmul.tile", dims="NB=64,M=4,N=4,K=4")
-    assert all(c.lanes * 4 >= 32 for c in autotile.candidates(s, "S0", hw))
+    short = polytile.schedule("examples/batched_matmul.tile", dims="NB=64,M=4,N=4,K=4")
+    assert all(c.lanes * 4 >= 32 for c in autotile.candidates(short, "S0", hw))
+    # the same columns over 64 steps: 4- and 2-lane blocks (1024^2 @ 1024x4: 0.35 ms plain, 0.08 blocked)
+    long = polytile.schedule("examples/batched_matmul.tile", dims="NB=64,M=8,N=4,K=64")
+    assert {c.lanes for c in autotile.candidates(long, "S0", hw)} == {4, 2}
+    # 12 columns (48 bytes) have a 32-byte vector: nothing narrower
+    wide = polytile.schedule("examples/matmul.tile", dims="M=64,N=12,K=64")
+    assert {c.lanes for c in autotile.candidates(wide, "S0", hw)} == {8}
 
 
 @pytest.mark.parametrize("target", ["openmp", "llvm"])
