@@ -696,6 +696,10 @@ def _pack_buffers(buffers) -> Tuple[List[cgen.Generable], List[cgen.Generable]]:
         names.append(f"pt_pkbuf{k}")
     frees = " ".join(f"free({x});" for x in names)
     alloc.append(cgen.Line(f"if ({' || '.join('!' + x for x in names)}) {{ {frees} return {ENTRY_ENOMEM}; }}"))
+    for k, (buf, per_thread) in enumerate(buffers):
+        if buf.padded:  # lanes past the box read as zeros (PackBuffer.padded)
+            count = f"{buf.elements}L" + (" * pt_threads" if per_thread else "")
+            alloc.append(cgen.Line(f"__builtin_memset(pt_pkbuf{k}, 0, {count} * sizeof(*pt_pkbuf{k}));"))
     free.append(cgen.Line(frees))
     return alloc, free
 

@@ -62,6 +62,14 @@ def allocate_packs(gen) -> List[Tuple[ir.Value, pack_mod.PackBuffer]]:
         gen.b.ret(ir.Constant(I32, ENTRY_ENOMEM))
         gen.b.position_at_end(gen.b.append_basic_block("unreachable"))  # the 'then' branch's merge jump
     gen.when(failed, fail)
+    memset = None
+    for mem, buf in out:
+        if buf.padded:  # lanes past the box read as zeros (pack.PackBuffer.padded)
+            memset = memset or gen.declare("memset", I8P, [I8P, I32, I64])
+            item = D.width(buf.array.dtype) // 8 if buf.array.dtype != "bool" else 1
+            count = ir.Constant(I64, buf.elements * item)
+            per_thread = next(p for key, (k, p) in gen.pack_slots.items() if f"pt_pk{k}" == buf.name)
+            gen.b.call(memset, [mem, ir.Constant(I32, 0), gen.b.mul(count, threads) if per_thread else count])
     return out
 
 
@@ -241,13 +249,34 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
     edge = b.and_(b.and_(b.icmp_signed(">=", rows, one), b.icmp_signed("<=", rows, ir.Constant(I64, mark.mr))),
                   b.and_(b.icmp_signed(">=", cols, one), b.icmp_signed("<=", cols, ir.Constant(I64, mark.nr))))
     body = plan.st.body
+    inside = ir.Constant(I1, 1)
     for ld in [B.Load(body.array, tuple(body.index), plan.dtype)] + plan.per_v + plan.per_rv:
         e = gen.body.as_type(ld.index[microkernel.column_axis(ld, mark.cols)], "int64",
                              {**env, mark.rows: i0, mark.cols: shifted})
-        edge = b.and_(edge, b.icmp_signed(">=", e, ir.Constant(I64, 0)))
+        inside = b.and_(inside, b.icmp_signed(">=", e, ir.Constant(I64, 0)))
+    nr = ir.Constant(I64, mark.nr)
+
+    def shifted_edge() -> None:
+        _fast(gen, plan, mark, env, i0, shifted, (rows, gen.b.sub(j0, shifted), nr, False))
+    packed = microkernel.packed_loads(gen.packed, plan.per_r, plan.per_v, mark.rows, mark.cols, mark.mr, mark.nr,
+                                      plan.red_iters)
+    if not microkernel.padded_columns(plan, packed, mark.cols):
+        gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0),
+                 lambda: gen.when(b.and_(edge, inside), shifted_edge, generic))
+        return True
+    # Columns that cannot shift left run padded from their packed slivers (microkernel._edge_block).
+    on = ir.Constant(I1, 1)
+    for ld, pk in packed.items():
+        if pk.it == mark.cols:
+            q = b.sub(gen.body.as_type(ld.index[pk.axis], "int64", {**env, mark.cols: j0}),
+                      gen.frame.vals[pk.buf.origin(pk.axis)])
+            on = b.and_(on, b.icmp_signed("==", b.srem(q, ir.Constant(I64, pk.buf.block)), ir.Constant(I64, 0)))
     gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0),
-             lambda: gen.when(edge, lambda: _fast(gen, plan, mark, env, i0, shifted, (rows, b.sub(j0, shifted))),
-                              generic))
+             lambda: gen.when(b.and_(edge, inside), shifted_edge,
+                              lambda: gen.when(b.and_(edge, on),
+                                               lambda: _fast(gen, plan, mark, env, i0, j0,
+                                                             (rows, ir.Constant(I64, 0), cols, True)),
+                                               generic)))
     return True
 
 
@@ -287,12 +316,14 @@ def _check_vectorisable(n: B.Node, dtype: str) -> None:
 
 
 def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], i0: ir.Value, j0: ir.Value,
-          edge: Optional[Tuple[ir.Value, ir.Value]] = None) -> None:
+          edge: Optional[Tuple[ir.Value, ir.Value, ir.Value, bool]] = None) -> None:
     """A full ``MR x NR`` block: accumulators loaded, the reduction loops, accumulators stored.
 
-    With ``edge = (rows, off)`` an edge block (:func:`.microkernel._edge_block`): ``j0`` is the shifted
-    first column, row ``r`` reads row ``min(r, rows - 1)``, and the accumulators go through a small
-    array so that only rows ``< rows`` and columns ``>= off`` of the output are read and written."""
+    With ``edge = (rows, off, ecols, padded)`` an edge block (:func:`.microkernel._edge_block`): ``j0``
+    is the first column (shifted left, or the block's own when ``padded``), row ``r`` reads row
+    ``min(r, rows - 1)``, and the accumulators go through a small array so that only rows ``< rows``
+    and columns ``off <= c < ecols`` of the output are read and written; padded columns read their
+    packed slivers whatever the rows do."""
     iname, jname, MR, NR, V = mark.rows, mark.cols, mark.mr, mark.nr, mark.lanes
     NV = NR // V
     body, dtype = plan.st.body, plan.dtype
@@ -327,7 +358,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         _prefetch_next_block(gen, body, MR, NR, V, at, iname)
     else:
         cells = gen.alloca(scalar, MR * NR)
-        _edge_cells(gen, body, env, iname, jname, i0, j0, row, cells, edge[1], MR, NR, load=True)
+        _edge_cells(gen, body, env, iname, jname, i0, j0, row, cells, edge[1], edge[2], MR, NR, load=True)
         for r in range(MR):
             for v in range(NV):
                 gen.b.store(vload(gen.b.gep(cells, [ir.Constant(I64, r * NR + v * V)])), acc[r][v])
@@ -384,7 +415,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
             vec = b.insert_element(vec, elem, ir.Constant(I32, x))
         return vec
 
-    def inner_body(use_packs: bool, inner_env, pack_cols: bool = True) -> None:
+    def inner_body(use_packs: bool, inner_env, pack_cols: bool = True, pack_rows: bool = True) -> None:
         b = gen.b
         values: Dict[Tuple[B.Load, int, int], ir.Value] = {}
         for ld in plan.per_k:
@@ -401,7 +432,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
                     values[(ld, 0, v)] = vload(ptr)
         for r in range(MR):
             for ld in plan.per_r:
-                if use_packs and ld in packed:
+                if use_packs and pack_rows and ld in packed:
                     ptr = packed_address(ld, row[r], inner_env)
                 else:
                     ptr = gen.body.access(ld.array, ld.index, {**inner_env, **_shift(gen, at(r, 0), iname, jname)})
@@ -413,14 +444,14 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
                 x = _vexpr(gen, body.value, plan, values, r, v, splat, isf)
                 b.store(combine(b.load(acc[r][v]), x), acc[r][v])
 
-    def reduction_loops(use_packs: bool, pack_cols: bool = True) -> None:
+    def reduction_loops(use_packs: bool, pack_cols: bool = True, pack_rows: bool = True) -> None:
         def level(i: int) -> None:
             if i == len(plan.red_loops):
                 inner_env = dict(env)
                 for k, name in enumerate(plan.st.iters):
                     if name not in (iname, jname) and plan.uses_red(plan.args[name]):
                         inner_env[name] = gen.aexpr(plan.call.op_get_arg(k + 1))
-                inner_body(use_packs, inner_env, pack_cols)
+                inner_body(use_packs, inner_env, pack_cols, pack_rows)
                 return
             node, it = plan.red_loops[i][0], plan.red_loops[i][1]
             cond = node.for_get_cond()
@@ -443,7 +474,13 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
                 vals[it] = saved
         level(0)
 
-    if not packed:
+    if edge is not None and edge[3]:
+        # Padded columns: their slivers always (aligned, by the caller's condition), rows' when aligned.
+        if any(pk.it == iname for pk in packed.values()):
+            gen.when(aligned_rows, lambda: reduction_loops(True), lambda: reduction_loops(True, True, False))
+        else:
+            reduction_loops(True)
+    elif not packed:
         reduction_loops(False)
     elif edge is None:
         gen.when(aligned, lambda: reduction_loops(True), lambda: reduction_loops(False))
@@ -469,14 +506,14 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         for v in range(NV):
             gen.b.store(gen.b.load(acc[r][v]), gen.b.bitcast(gen.b.gep(cells, [ir.Constant(I64, r * NR + v * V)]),
                                                              vt.as_pointer()), align=align)
-    _edge_cells(gen, body, env, iname, jname, i0, j0, row, cells, edge[1], MR, NR, load=False, rows=edge[0])
+    _edge_cells(gen, body, env, iname, jname, i0, j0, row, cells, edge[1], edge[2], MR, NR, load=False, rows=edge[0])
 
 
-def _edge_cells(gen, body, env, iname: str, jname: str, i0, j0, row, cells, off, MR: int, NR: int, *,
+def _edge_cells(gen, body, env, iname: str, jname: str, i0, j0, row, cells, off, ecols, MR: int, NR: int, *,
                 load: bool, rows=None) -> None:
     """An edge block's accumulator array ``cells`` (``MR x NR``) from the output (``load``: columns
-    ``< off`` zero, row ``r`` from row ``row[r]``) or back to it (rows ``< rows``, columns ``>= off``):
-    only the block's own cells of the output are read or written."""
+    outside ``[off, ecols)`` zero, row ``r`` from row ``row[r]``) or back to it (rows ``< rows``, columns
+    ``off <= c < ecols``): only the block's own cells of the output are read or written."""
     dtype = gen.arrays[body.array].dtype
     scalar = cells.type.pointee
     for r in range(MR):
@@ -491,10 +528,10 @@ def _edge_cells(gen, body, env, iname: str, jname: str, i0, j0, row, cells, off,
         if load:
             for c in range(NR):
                 gen.b.store(ir.Constant(scalar, 0), gen.b.gep(cells, [ir.Constant(I64, r * NR + c)]))
-            gen.loop(off, ir.Constant(I64, NR), column)
+            gen.loop(off, ecols, column)
         else:
             gen.when(gen.b.icmp_signed("<", ir.Constant(I64, r), rows),
-                     lambda r=r: gen.loop(off, ir.Constant(I64, NR), lambda c: column(c, r)))
+                     lambda r=r: gen.loop(off, ecols, lambda c: column(c, r)))
 
 
 def _prefetch_next_block(gen, body, MR: int, NR: int, V: int, at, iname: str) -> None:

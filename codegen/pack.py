@@ -69,6 +69,18 @@ class PackBuffer:
         return -(-self.size[self.dim] // self.block)
 
     @property
+    def padded(self) -> bool:
+        """Whether the last block has lanes past the box (``size[dim]`` not a multiple of ``block``).  Such
+        a buffer is zeroed when allocated and the copies never write those lanes, so a register tile's
+        padded columns (:func:`.microkernel.padded_columns`) read zeros there, never stale or
+        uninitialised memory.
+
+        >>> PackBuffer("p", None, 1, 16, (64, 12)).padded, PackBuffer("p", None, 1, 16, (64, 32)).padded
+        (True, False)
+        """
+        return self.size[self.dim] % self.block != 0
+
+    @property
     def block_stride(self) -> int:
         """Elements between consecutive blocks along the packed axis."""
         n = self.block

@@ -30,6 +30,7 @@ import islpy as isl
 import numpy as np
 
 from .cost.constants import FMA_LATENCY
+from .cost.nest import pads_columns
 from .epilogues import fuse_epilogues, zero_per_block
 from .errors import PolytileError, ScheduleError
 from .hardware import CPUDescriptor
@@ -357,10 +358,12 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
 
     plans: List[PackPlan] = []
     seen = set()
+    padded = cfg.nr > E[r.j]  # a block wider than the columns reads zero-padded column slivers only
     for op in _pack_operands(s, r):
         if op.array in seen:
             continue
         block = cfg.mr if op.rows else cfg.nr
+        must = padded and not op.rows
         # Where to copy: the loop position with the least copying over the run
         # (copies x panel size), among panels that stay cached and are re-read enough;
         # equal volumes prefer the smaller panel (copied nearer its use).
@@ -381,7 +384,7 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
             for n in names[p + 1:]:
                 if n in trip and tile_of[n] not in op.uses:
                     reuse *= trip[n]
-            if reuse < PACK_MIN_REUSE:
+            if reuse < PACK_MIN_REUSE and not must:
                 continue
             key = (copies * elements, elements)
             if best is None or key < best[0]:
@@ -468,7 +471,7 @@ def balance(trip: int, cores: int) -> float:
 NARROW_REDUCTION = 32
 
 
-def narrow_widths(lanes: int, item: int, cols: int, steps: int) -> List[int]:
+def narrow_widths(lanes: int, item: int, cols: int, steps: int, *, pad: bool = False) -> List[int]:
     """Vector widths (lanes) under a full register for a block of ``cols`` output columns: a register of
     half the width is still one register.
 
@@ -478,20 +481,27 @@ def narrow_widths(lanes: int, item: int, cols: int, steps: int) -> List[int]:
     vector fits the columns, and the block runs at least :data:`NARROW_REDUCTION` reduction steps:
     1024^2 @ 1024x4 float32 ran its plain nest at 0.35 ms, 0.105 in 8 x 4 blocks of 16 bytes (numpy
     0.09; Zen 5), but a batch of 4x4 @ 4x4 products on 16-byte vectors ran slower than its plain nest
-    (24 vs 16 us): four steps do not pay for the block.  Such a block takes the fewest rows whose
+    (24 vs 16 us): four steps do not pay for the block.  Such a block, and any where the columns fit
+    one full vector, takes the fewest rows whose
     accumulators hide the multiply-add latency (``FMA_LATENCY`` x FMA units, 8 on Zen 5): each row is
     another stream of the unpacked left operand, which bounds these products.  1024^2 @ 1024x4 on
     4 lanes, rows 4 / 6 / 8 / 10 / 12 / 14: 0.124 / 0.129 / 0.077 / 0.113 / 0.082 / 0.141 ms
     (numpy 0.115; Zen 5, interleaved).
 
+    With ``pad`` (the block may be wider than the columns, :func:`cost.nest.pads_columns`) also the
+    narrowest vector that holds all of them, on the same terms: 6 columns in one 8-lane vector
+    rather than a 4-lane block and its shifted edge block, twice the multiply-adds.
+
     >>> narrow_widths(16, 4, 12, 1024), narrow_widths(16, 4, 4, 1024), narrow_widths(16, 4, 4, 4)
     ([8], [4, 2], [])
+    >>> narrow_widths(16, 4, 6, 1024, pad=True), narrow_widths(16, 4, 3, 1024, pad=True)
+    ([8, 4, 2], [4, 2])
     """
     if cols >= lanes:
         return []
     out = []
     for w in (lanes >> s for s in range(1, lanes.bit_length())):
-        if w < 2 or w * item < 8 or w > cols:
+        if w < 2 or w * item < 8 or w > cols and not (pad and w < 2 * cols):
             continue
         if w * item >= 32 or (cols * item < 32 and steps >= NARROW_REDUCTION):
             out.append(w)
@@ -521,7 +531,9 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
     l3 = caches[2].size_bytes if len(caches) > 2 else 4 * l2
     l3 = min(l3, L3_SHARE)
     blocks = []
-    widths = [lanes] + narrow_widths(lanes, item, E[r.j], E[r.k] * math.prod(E[v] for v in r.reductions if v not in r.outside))
+    pad = pads_columns(st, r.i, r.j)
+    widths = [lanes] + narrow_widths(lanes, item, E[r.j], E[r.k] * math.prod(E[v] for v in r.reductions if v not in r.outside),
+                                     pad=pad)
     chains = math.ceil(FMA_LATENCY * max(1, hw.fma_units_per_core))
     for width in widths:
         for nv in (1, 2, 3, 4, 6, 8):
@@ -529,8 +541,8 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
             for mr in (1, 2, 3, 4, 6, 8, 12, 14):
                 if mr * nv + nv + 1 > regs or mr * nv < 4:
                     continue
-                if width < lanes and not mr * nv >= chains > (mr - 1) * nv:
-                    continue  # narrow: just the accumulators that hide the latency (narrow_widths)
+                if (width < lanes or E[r.j] <= lanes) and not mr * nv >= chains > (mr - 1) * nv:
+                    continue  # few columns: just the accumulators that hide the latency (narrow_widths)
                 blocks.append((mr, nr, width))
     out: List[TileConfig] = []
     cores = max(1, hw.cores)
@@ -556,7 +568,10 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
     # blocking only adds loop overhead: small problems keep the plain schedule
     # (the tuner, which measures, may still ask for them with full_blocks=False).
     if full_blocks:
-        blocks = [(mr, nr, width) for mr, nr, width in blocks if mr <= E[r.i] and nr <= E[r.j]]
+        # A block wider than the columns pads them (pads_columns): at most its last vector partly used,
+        # and that less than half (3 columns take a 4-lane vector, not a 16-lane one).
+        blocks = [(mr, nr, width) for mr, nr, width in blocks
+                  if mr <= E[r.i] and (nr <= E[r.j] or (pad and nr < E[r.j] + width and width < 2 * E[r.j]))]
     rest = 1
     for v in r.reductions:
         if v not in r.outside:
@@ -795,7 +810,7 @@ def _full_blocks_key(s: Schedule, cfg: TileConfig) -> float:
     if cfg.regtile:
         E = r.extents
         weight, plain = regtile_parts((E[r.i], cfg.mc, cfg.mr), (E[r.j], cfg.nc, cfg.nr), "vector", cfg.lanes,
-                                      edge_blocks(s.scop.statement(r.stmt), E[r.j], cfg.nr))
+                                      edge_blocks(s.scop.statement(r.stmt), E[r.j], cfg.nr, r.i, r.j))
         if not plain:
             # Edge blocks run the micro-kernel: what counts is the share of its work not thrown away, to
             # a thousandth (the time prediction already has it, within the ranking's TIE).

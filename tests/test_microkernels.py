@@ -222,8 +222,12 @@ def test_fewer_columns_than_a_vector_get_a_narrower_register_block(case):
     cfg = chosen[0]
     item = np.dtype(dtype).itemsize
     cols = autotile.roles(s, "S0").extents[cfg.j]
-    assert cfg.lanes < hw.vector_lanes(dtype) and cfg.nr % cfg.lanes == 0 and cfg.lanes <= cols
+    assert cfg.nr % cfg.lanes == 0 and (cfg.lanes <= cols or cfg.lanes < 2 * cols)
     assert item * cfg.lanes >= 32 or item * cols < 32
+    if cfg.nr > cols:
+        # padded columns: less than one vector of padding, the column operand packed by the block
+        assert cfg.nr - cols < cfg.lanes
+        assert any(p.block == cfg.nr and p.dim == 1 for p in autotile.pack_plan(s, cfg)), cfg
     nv = cfg.nr // cfg.lanes
     assert cfg.mr * nv + nv + 1 <= hw.vector_registers
     chains = 4 * hw.fma_units_per_core  # cost.constants.FMA_LATENCY x FMA units
@@ -238,9 +242,63 @@ def test_vectors_under_32_bytes_only_for_few_columns_and_a_long_reduction():
     # the same columns over 64 steps: 4- and 2-lane blocks (1024^2 @ 1024x4: 0.35 ms plain, 0.08 blocked)
     long = polytile.schedule("examples/batched_matmul.tile", dims="NB=64,M=8,N=4,K=64")
     assert {c.lanes for c in autotile.candidates(long, "S0", hw)} == {4, 2}
-    # 12 columns (48 bytes) have a 32-byte vector: nothing narrower
+    # 12 columns (48 bytes) have a 32-byte vector: nothing narrower; and one 16-lane vector, padded
     wide = polytile.schedule("examples/matmul.tile", dims="M=64,N=12,K=64")
-    assert {c.lanes for c in autotile.candidates(wide, "S0", hw)} == {8}
+    assert {c.lanes for c in autotile.candidates(wide, "S0", hw)} == {8, 16}
+
+
+PADDED = {
+    # (program, dims): columns that cannot shift left; every block reads zero-padded packed slivers
+    "matmul N=3": ("examples/matmul.tile", "M=29,N=3,K=35"),
+    "matmul N=12": ("examples/matmul.tile", "M=37,N=12,K=40"),
+    "matmul N=53": ("examples/matmul.tile", "M=37,N=53,K=29"),
+    "A @ B.T N=10": ("function (A[M, K], B[N, K]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[j, k]); }", "M=45,N=10,K=50"),
+    "conv CO=6": ("examples/conv2d.tile", "N=2,H=9,W=11,CI=5,KH=3,KW=3,CO=6"),
+    "batched N=5": ("examples/batched_matmul.tile", "NB=3,M=19,N=5,K=40"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PADDED))
+def test_few_columns_run_one_padded_block(case):
+    """Columns fewer than a block's, and no room to shift it left: one block reads the column operand's
+    packed slivers, zero past the array (1024^2 @ 1024x12: two 8-lane blocks 0.16 ms, one padded
+    16-lane block 0.09).  The generated C zeroes the padded buffer and runs the padded branch."""
+    path, dims = PADDED[case]
+    hw = hardware.load("x86-avx512")
+    s = polytile.schedule(path, dims=dims)
+    _, chosen = autotile.autotile(s, hw)
+    cfg = chosen[0]
+    cols = autotile.roles(s, cfg.stmt).extents[cfg.j]
+    assert cfg.nr > cols and cfg.nr - cols < cfg.lanes < 2 * cols, cfg
+    k = polytile.compile(path, hardware="x86-avx512")
+    arrays = small_int_inputs(path, dims, "float32")
+    text = k.source(*arrays)
+    assert "__builtin_memset(pt_pkbuf" in text and "!pt_eshift" in text
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", sorted(PADDED))
+def test_padded_blocks_match_the_oracle(case, dtype, target):
+    path, dims = PADDED[case]
+    arrays = small_int_inputs(path, dims, dtype)
+    k = polytile.compile(path, hardware="x86-avx512", target=target)
+    np.testing.assert_array_equal(k(*arrays), polytile.reference(path, *arrays))
+
+
+def test_padding_needs_packable_column_operands():
+    from polytile.cost.nest import pads_columns
+
+    def st(src, dims):
+        return polytile.schedule(src, dims=dims).scop.statement("S0")
+    plain = st("examples/matmul.tile", "M=8,N=3,K=8")
+    assert pads_columns(plain, "i", "j")
+    # an operand moving with rows and columns (X[i, j]) would be read past the columns
+    both = st("function (X[M, N], B[K, N]) -> (C) { C[i, j : M, N] = +(X[i, j] * B[k, j]); }", "M=8,N=3,K=8")
+    assert not pads_columns(both, "i", "j")
+    # a one-axis column operand is never packed
+    vec = st("function (A[M, K], V[N]) -> (C) { C[i, j : M, N] = +(A[i, k] * V[j]); }", "M=8,N=3,K=8")
+    assert not pads_columns(vec, "i", "j")
 
 
 @pytest.mark.parametrize("target", ["openmp", "llvm"])

@@ -135,13 +135,47 @@ def regtile_parts(rows: Tuple[int, int, int], cols: Tuple[int, int, int], kind: 
                        (f_j * (1 - f_i), kind, float(nr), rem_i * nr / vec)]
 
 
-def edge_blocks(st: Statement, cols_extent: int, nr: int) -> bool:
+def edge_blocks(st: Statement, cols_extent: int, nr: int, rows: Optional[str] = None,
+                cols: Optional[str] = None) -> bool:
     """Whether a register tile of ``st`` runs its partial blocks in the micro-kernel: a Tile
     statement (C statements' blocks have no edge kernel), at least one full column block (the
-    edge block shifts its columns left by up to ``nr - 1``), and a value that reads no cell of the
+    edge block shifts its columns left by up to ``nr - 1``) or, given the block's ``rows`` and
+    ``cols`` loops, columns it may pad (:func:`pads_columns`), and a value that reads no cell of the
     array it writes (the shifted columns are computed and thrown away)."""
-    return (st.c_text is None and cols_extent >= nr
-            and all(ld.array != st.body.array for ld in B.loads(st.body.value)))
+    return (st.c_text is None and all(ld.array != st.body.array for ld in B.loads(st.body.value))
+            and (cols_extent >= nr or (rows is not None and cols is not None and pads_columns(st, rows, cols))))
+
+
+def pads_columns(st: Statement, rows: str, cols: str) -> bool:
+    """Whether a register block of ``st`` may be wider than its columns: every load that moves with the
+    ``cols`` loop is a column operand a pack can serve (two or more axes, ``cols`` alone in one of them
+    as ``cols + c``, no reduction loop there) and none moves with ``rows`` too.  The block then reads
+    zero-padded packed slivers (``codegen.microkernel.padded_columns``); ``autotile.pack_plan`` packs
+    those operands for such a block.  Statement-level only: whether the packs exist is the schedule's.
+
+    >>> # C[i, j] = +(A[i, k] * B[k, j]): True;  C[i, j] = +(A[i, k] * B[k, j] * X[i, j]): False
+    """
+    if st.c_text is not None:
+        return False
+    outs = set().union(*(B.iter_names(e) for e in st.body.index)) if st.body.index else set()
+    reds = set(st.iters) - outs
+    found = False
+    for ld in B.loads(st.body.value):
+        if ld.array == st.body.array:
+            return False
+        its = [B.iter_names(e) for e in ld.index]
+        if not any(cols in x for x in its):
+            continue
+        axes = [d for d, x in enumerate(its) if cols in x]
+        if any(rows in x for x in its) or len(axes) != 1 or len(ld.index) < 2 or its[axes[0]] & reds:
+            return False
+        e = ld.index[axes[0]]
+        if not (isinstance(e, B.Iter) or (isinstance(e, B.Bin) and e.op in ("+", "-")
+                                          and isinstance(e.a, B.Iter) and e.a.name == cols
+                                          and cols not in B.iter_names(e.b))):
+            return False
+        found = True
+    return found
 
 
 # ---------------------------------------------------------------------------
@@ -261,7 +295,7 @@ def _stmt_nest(s, name: str, hw) -> Optional[_Nest]:
         # extents of it, e.g. mc) and those into blocks; partial blocks run the plain loops.
         axes = [(b, b, b) if it == NO_LOOP else _block_axis(info, st, tiles, it, b) for it, b in ((ri, mr), (rj, nr))]
         full, plain = regtile_parts(axes[0], axes[1], kind, vec,
-                                    NO_LOOP not in (ri, rj) and edge_blocks(st, axes[1][0], nr))
+                                    NO_LOOP not in (ri, rj) and edge_blocks(st, axes[1][0], nr, ri, rj))
     memo: Dict[tuple, int] = {}
 
     def sets_of(l: int, a: str, lb: int, n: int) -> int:

@@ -90,7 +90,7 @@ def _config_nest(s, cfg, hw, *, footprints: bool) -> _Nest:
     if cfg.regtile:
         regtile = (cfg.mr, cfg.nr, cfg.lanes)
         full, plain = regtile_parts((E[cfg.i], mc, cfg.mr), (E[cfg.j], nc, cfg.nr), kind, vec,
-                                    edge_blocks(st, E[cfg.j], cfg.nr))
+                                    edge_blocks(st, E[cfg.j], cfg.nr, cfg.i, cfg.j))
     else:
         # The j loop runs nr iterations in full column blocks and the leftover of each nc-tile
         # in the last one.
