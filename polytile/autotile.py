@@ -244,6 +244,12 @@ def blocked_order(r: Roles, cfg: TileConfig) -> List[str]:
 # this many reads per copy the copy is not worth its traffic.
 PACK_MIN_REUSE = 8
 
+# Rows of an unpacked operand streamed from memory a register tile may read at once: each row is a
+# stream of its own, and a core's prefetchers follow a few dozen.  8x4096 @ 4096^2 (B unpacked, one
+# 64-byte piece of each of kc rows per block), kc = 16 / 32 / 64 / 512: 2.59 / 2.52 / 3.65 / 4.69 ms
+# (numpy 3.9; Zen 5).
+PREFETCH_STREAMS = 32
+
 
 @dataclass(frozen=True)
 class PackPlan:
@@ -445,6 +451,51 @@ def pack_seconds(s: Schedule, cfg: TileConfig, hw: CPUDescriptor) -> float:
     return total
 
 
+def streamed_columns(s: Schedule, r: Roles, hw: CPUDescriptor) -> List[str]:
+    """Column operands of ``r``'s register tile larger than the last cache a kernel counts on
+    (:data:`L3_SHARE`): read from memory, the rows of their slivers each a stream of its own.
+
+    >>> # 8x4096 @ 4096^2: ["B"] (64 MB);  1024^3: [] (4 MB stays cached)
+    """
+    caches = hw.cache_levels()
+    last = min(caches[-1].size_bytes, L3_SHARE) if caches else L3_SHARE
+    return [op.array for op in _pack_operands(s, r)
+            if not op.rows and math.prod(op.shape) * op.itemsize > last]
+
+
+def stream_seconds(s: Schedule, cfg: TileConfig, hw: CPUDescriptor) -> float:
+    """Seconds lost to the prefetchers when ``cfg`` reads an operand from memory unpacked, more than
+    :data:`PREFETCH_STREAMS` rows at a time (:func:`streamed_columns`): the nest's prediction counts its
+    bytes at memory bandwidth, as if read in one stream; measured, 512 rows of 64-byte pieces ran at half
+    that.  The share of the operand's memory time lost is ``1 - PREFETCH_STREAMS / rows``.
+
+        >>> # 8x4096 @ 4096^2, B unpacked, kc = 512: 64 MB / DRAM bandwidth * (1 - 32/512);  kc = 32: 0.0
+    """
+    r = roles(s, cfg.stmt)
+    if r is None or not cfg.regtile:
+        return 0.0
+    streamed = streamed_columns(s, r, hw)
+    if not streamed:
+        return 0.0
+    packed = {p.array for p in pack_plan(s, cfg)} if cfg.pack else set()
+    rows = min(cfg.kc, r.extents[r.k]) * math.prod(r.extents[v] for v in r.reductions if v not in r.outside)
+    if rows <= PREFETCH_STREAMS:
+        return 0.0
+    share = 1.0 if cfg.parallel else 1.0 / max(1, hw.cores)
+    arrays = {a.name: a for a in s.scop.arrays}
+    lost = 1.0 - PREFETCH_STREAMS / rows
+    return sum(arrays[a].nbytes / (hw.bandwidth(hw.dram) * share) * lost for a in streamed if a not in packed)
+
+
+def operand_seconds(s: Schedule, cfg: TileConfig, hw: CPUDescriptor) -> float:
+    """What the nest's prediction (``cost.predict_config``) leaves out about ``cfg``'s operands: the copies
+    into packed panels (:func:`pack_seconds`) and the unpacked streams from memory (:func:`stream_seconds`).
+
+    >>> # autotile ranks by cost.predict_config(s, cfg, hw).time_s + operand_seconds(s, cfg, hw)
+    """
+    return pack_seconds(s, cfg, hw) + stream_seconds(s, cfg, hw)
+
+
 #: The most of a shared last-level cache one kernel counts on (a server part's 100+ MB are shared by
 #: many cores; the candidates' panels, and the outputs that fit without a trip to memory).
 L3_SHARE = 32 * 1024 * 1024
@@ -586,6 +637,7 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
     for v in r.reductions:
         if v not in r.outside:
             rest *= E[v]
+    streamed = bool(streamed_columns(s, r, hw))
     for mr, nr, width in blocks:
         # The two longest reduction segments whose mr x kc + kc x nr slivers fit L1
         # (BLIS's kc rule; shorter ones only reload the accumulators more often).
@@ -593,7 +645,14 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
         # tile, so its slivers are that many times longer.
         fits = sorted({min(kc, E[r.k]) for kc in (8, 16, 32, 64, 128, 192, 256, 384, 512)
                        if (mr + nr) * min(kc, E[r.k]) * rest * item <= l1})
-        for kc in fits[-2:]:
+        kcs = fits[-2:]
+        if streamed and E[r.i] <= mr:
+            # A column operand from memory read by one row block (8x4096 @ 4096^2), each element used
+            # once: also the longest segment whose rows the prefetchers can follow (stream_seconds).
+            # Not for two or more row blocks: 16 rows ranked 4-row blocks over 32 steps first (5.2 ms,
+            # 4.3 as before; 3.6 for the 8-row blocks the model ties with them).
+            kcs = sorted(set(kcs) | set([kc for kc in fits if kc * rest <= PREFETCH_STREAMS][-1:]))
+        for kc in kcs:
             # Powers-of-two-ish multiples of mr, and the row counts that split the rows
             # evenly over the cores (1-4 blocks each): a balanced parallel loop.
             even = {mr * -(-E[r.i] // (cores * t * mr)) for t in (1, 2, 3, 4)}
@@ -653,7 +712,7 @@ def autotile(s: Schedule, hw, *, predict=None) -> Tuple[Schedule, List[TileConfi
                 predictions[cfg] = cost.predict_config(s, cfg, hw)
             return predictions[cfg]
         # The copies into packed panels are not in the nest's prediction; they are added here.
-        predict = lambda sched, cfg: prediction(cfg).time_s + pack_seconds(s, cfg, hw)  # noqa: E731
+        predict = lambda sched, cfg: prediction(cfg).time_s + operand_seconds(s, cfg, hw)  # noqa: E731
         memory = lambda cfg: memory_time(prediction(cfg))  # noqa: E731
         bound = lambda c: cost.config_bound(s, c, hw)  # noqa: E731
     chosen: List[TileConfig] = []

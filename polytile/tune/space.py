@@ -104,13 +104,13 @@ def _predictor(hw) -> Tuple[Optional[Callable], str]:
     def predict(s: Schedule, cfg: TileConfig) -> Optional[float]:
         try:
             # the same time the default schedule is ranked by (autotile.autotile): the nest and its copies
-            t = float(fn(s, cfg, hw).time_s) + autotile.pack_seconds(s, cfg, hw)
+            t = float(fn(s, cfg, hw).time_s) + autotile.operand_seconds(s, cfg, hw)
         except Exception as e:  # the model not covering a case should not stop tuning
             debug_log(1, "tune", f"cost model failed on {cfg}: {_error_text(e)}")
             return None
         return t if math.isfinite(t) else None
 
-    return predict, "cost.predict_config + autotile.pack_seconds"
+    return predict, "cost.predict_config + autotile.operand_seconds"
 
 
 def _ranked_tuples(scores: Sequence[Sequence[float]]) -> Iterator[Tuple[int, ...]]:
