@@ -20,7 +20,8 @@ the default schedule, against the numpy formulation a user would write (one call
 * ``conv2d_same`` 3x3 "same" 1 x 56 x 56 x 64 -> 64: im2col of the zero-padded image and one sgemm;
 * ``matmul_narrow`` 4096 x 256 @ 256 x 8 (``matmul.tile``): ``A @ B`` (fewer columns than one 16-lane vector);
 * ``batched_small`` 2048 x (8 x 64 @ 64 x 8) (``batched_matmul.tile``): ``numpy.matmul`` on the stacks;
-* ``logits`` 1024 x 784 @ 784 x 10 (``matmul.tile``): ``A @ B`` (10 columns: one zero-padded 16-lane block).
+* ``logits`` 1024 x 784 @ 784 x 10 (``matmul.tile``): ``A @ B`` (10 columns: one zero-padded 16-lane block);
+* ``batch8_linear`` 8 x 4096 @ 4096 x 4096 (``matmul.tile``): ``A @ B`` (a 64 MB weight read from memory once).
 
 These run on the paths the register tiles do not take: sums into one cell in SIMD lanes
 (``codegen/c_accumulate.py``), unit-stride output loops innermost (``scheduling.vector_inner``),
@@ -52,6 +53,10 @@ def batched_small(A, B):
 
 
 def logits(A, B):
+    return A @ B
+
+
+def batch8_linear(A, B):
     return A @ B
 
 
@@ -117,9 +122,10 @@ def conv2d_same(I, F):
 
 BASELINES = {f.__name__: f for f in (matvec, vecmat, row_sum, dot, maxpool, softmax, elementwise_chain, min_plus, row_max,
                                      min_reduce, transpose, matmul_abt, global_avgpool, conv2d_same, matmul_narrow,
-                                     batched_small, logits)}
+                                     batched_small, logits, batch8_linear)}
 #: Rows whose program is an example of another name.
-PROGRAMS = {"matmul_narrow": "matmul", "batched_small": "batched_matmul", "logits": "matmul"}
+PROGRAMS = {"matmul_narrow": "matmul", "batched_small": "batched_matmul", "logits": "matmul",
+            "batch8_linear": "matmul"}
 
 
 def workloads(args):
@@ -144,6 +150,8 @@ def workloads(args):
         ("batched_small", "2048x(8x64 @ 64x8)", "NB=2048,M=8,N=8,K=64", [(2048, 8, 64), (2048, 64, 8)],
          2 * 2048 * 8 * 64 * 8),
         ("logits", "1024x784 @ 784x10", "M=1024,N=10,K=784", [(1024, 784), (784, 10)], 2 * 1024 * 784 * 10),
+        ("batch8_linear", "8x4096 @ 4096x4096", "M=8,N=4096,K=4096", [(8, 4096), (4096, 4096)],
+         2 * 8 * 4096 * 4096),
     ]
     out = []
     for name, shape, dims, shapes, flops in rows:
