@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import islpy as isl
 import numpy as np
 
-from .cost.constants import FMA_LATENCY
+from .cost.constants import FMA_LATENCY, PAGE_BYTES
 from .cost.nest import pads_columns
 from .epilogues import fuse_epilogues, zero_per_block
 from .errors import PolytileError, ScheduleError
@@ -249,6 +249,11 @@ PACK_MIN_REUSE = 8
 # 64-byte piece of each of kc rows per block), kc = 16 / 32 / 64 / 512: 2.59 / 2.52 / 3.65 / 4.69 ms
 # (numpy 3.9; Zen 5).
 PREFETCH_STREAMS = 32
+# ... and each pass over such an operand should read long runs of each row: with kc = 32, strips of
+# nc = 128 / 256 / 512 / 1024 / 2048 columns (0.5-8 KB runs) ran 3.66 / 3.39 / 3.14 / 2.96 / 2.97 ms
+# (8x4096 @ 4096^2, Zen 5).  A run shorter than a page loses RUN_LOSS x (page / run - 1) of the
+# operand's memory time, which fits those within 0.1 ms.
+RUN_LOSS = 0.05
 
 
 @dataclass(frozen=True)
@@ -464,10 +469,11 @@ def streamed_columns(s: Schedule, r: Roles, hw: CPUDescriptor) -> List[str]:
 
 
 def stream_seconds(s: Schedule, cfg: TileConfig, hw: CPUDescriptor) -> float:
-    """Seconds lost to the prefetchers when ``cfg`` reads an operand from memory unpacked, more than
-    :data:`PREFETCH_STREAMS` rows at a time (:func:`streamed_columns`): the nest's prediction counts its
-    bytes at memory bandwidth, as if read in one stream; measured, 512 rows of 64-byte pieces ran at half
-    that.  The share of the operand's memory time lost is ``1 - PREFETCH_STREAMS / rows``.
+    """Seconds lost to the prefetchers when ``cfg`` reads an operand from memory unpacked
+    (:func:`streamed_columns`), more than :data:`PREFETCH_STREAMS` rows at a time or in runs of a row
+    shorter than a page: the nest's prediction counts its bytes at memory bandwidth, as if read in one
+    stream; measured, 512 rows of 64-byte pieces ran at half that.  The share of the operand's memory
+    time lost is ``1 - PREFETCH_STREAMS / rows`` plus ``RUN_LOSS x (page / run - 1)``.
 
         >>> # 8x4096 @ 4096^2, B unpacked, kc = 512: 64 MB / DRAM bandwidth * (1 - 32/512);  kc = 32: 0.0
     """
@@ -479,11 +485,12 @@ def stream_seconds(s: Schedule, cfg: TileConfig, hw: CPUDescriptor) -> float:
         return 0.0
     packed = {p.array for p in pack_plan(s, cfg)} if cfg.pack else set()
     rows = min(cfg.kc, r.extents[r.k]) * math.prod(r.extents[v] for v in r.reductions if v not in r.outside)
-    if rows <= PREFETCH_STREAMS:
+    arrays = {a.name: a for a in s.scop.arrays}
+    run = min(cfg.nc, r.extents[r.j]) * np.dtype(arrays[streamed[0]].dtype).itemsize
+    lost = max(0.0, 1.0 - PREFETCH_STREAMS / rows) + RUN_LOSS * max(0.0, PAGE_BYTES / run - 1.0)
+    if lost <= 0.0:
         return 0.0
     share = 1.0 if cfg.parallel else 1.0 / max(1, hw.cores)
-    arrays = {a.name: a for a in s.scop.arrays}
-    lost = 1.0 - PREFETCH_STREAMS / rows
     return sum(arrays[a].nbytes / (hw.bandwidth(hw.dram) * share) * lost for a in streamed if a not in packed)
 
 
@@ -652,6 +659,9 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
             # Not for two or more row blocks: 16 rows ranked 4-row blocks over 32 steps first (5.2 ms,
             # 4.3 as before; 3.6 for the 8-row blocks the model ties with them).
             kcs = sorted(set(kcs) | set([kc for kc in fits if kc * rest <= PREFETCH_STREAMS][-1:]))
+        strips = [nr * x for x in (4, 8, 16, 32, 64)]
+        if streamed and E[r.i] <= mr:
+            strips.append(nr * -(-E[r.j] // (cores * nr)))  # each core's share in one strip (RUN_LOSS)
         for kc in kcs:
             # Powers-of-two-ish multiples of mr, and the row counts that split the rows
             # evenly over the cores (1-4 blocks each): a balanced parallel loop.
@@ -660,7 +670,7 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
                 mc = min(mc, max(mr, E[r.i]))
                 if mc * kc * item > l2 // 2:
                     continue
-                for nc in (nr * x for x in (4, 8, 16, 32, 64)):
+                for nc in dict.fromkeys(strips):
                     nc = min(nc, max(nr, E[r.j]))
                     if kc * nc * item > l3 // 2:
                         continue
