@@ -475,7 +475,8 @@ def stream_seconds(s: Schedule, cfg: TileConfig, hw: CPUDescriptor) -> float:
     stream; measured, 512 rows of 64-byte pieces ran at half that.  The share of the operand's memory
     time lost is ``1 - PREFETCH_STREAMS / rows`` plus ``RUN_LOSS x (page / run - 1)``.
 
-        >>> # 8x4096 @ 4096^2, B unpacked, kc = 512: 64 MB / DRAM bandwidth * (1 - 32/512);  kc = 32: 0.0
+        >>> # 8x4096 @ 4096^2, B unpacked in strips of 2048 columns: kc = 512: 64 MB / DRAM bandwidth * (1 - 32/512);
+        >>> # kc = 32: 0.0;  kc = 32 in strips of 256 columns (1 KB runs): 64 MB / DRAM bandwidth * 0.05 * 3
     """
     r = roles(s, cfg.stmt)
     if r is None or not cfg.regtile:
