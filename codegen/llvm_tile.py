@@ -43,6 +43,7 @@ def allocate_packs(gen) -> List[Tuple[ir.Value, pack_mod.PackBuffer]]:
         else ir.Constant(I64, 1)
     alloc = gen.declare("aligned_alloc", I8P, [I64, I64])
     failed = ir.Constant(I1, 0)
+    zeroed = []  # (memory, bytes) of the buffers whose lanes past the box read as zeros (PackBuffer.padded)
     for key, (k, per_thread) in sorted(gen.pack_slots.items(), key=lambda x: x[1][0]):
         fp = gen.footprints[key]
         buf = pack_mod.PackBuffer(f"pt_pk{k}", gen.arrays[fp.array], fp.dim, fp.block, fp.size)
@@ -55,6 +56,8 @@ def allocate_packs(gen) -> List[Tuple[ir.Value, pack_mod.PackBuffer]]:
         mem = b.call(alloc, [align, size])
         failed = b.or_(failed, b.icmp_unsigned("==", mem, ir.Constant(I8P, None)))
         out.append((mem, buf))
+        if buf.padded:
+            zeroed.append((mem, count))
         gen.frame.vals[f"pt_pkbuf{k}"] = b.bitcast(mem, memory_type(buf.array.dtype).as_pointer())
 
     def fail():
@@ -62,14 +65,10 @@ def allocate_packs(gen) -> List[Tuple[ir.Value, pack_mod.PackBuffer]]:
         gen.b.ret(ir.Constant(I32, ENTRY_ENOMEM))
         gen.b.position_at_end(gen.b.append_basic_block("unreachable"))  # the 'then' branch's merge jump
     gen.when(failed, fail)
-    memset = None
-    for mem, buf in out:
-        if buf.padded:  # lanes past the box read as zeros (pack.PackBuffer.padded)
-            memset = memset or gen.declare("memset", I8P, [I8P, I32, I64])
-            item = D.width(buf.array.dtype) // 8 if buf.array.dtype != "bool" else 1
-            count = ir.Constant(I64, buf.elements * item)
-            per_thread = next(p for key, (k, p) in gen.pack_slots.items() if f"pt_pk{k}" == buf.name)
-            gen.b.call(memset, [mem, ir.Constant(I32, 0), gen.b.mul(count, threads) if per_thread else count])
+    if zeroed:
+        memset = gen.declare("memset", I8P, [I8P, I32, I64])
+        for mem, count in zeroed:
+            gen.b.call(memset, [mem, ir.Constant(I32, 0), count])
     return out
 
 
@@ -268,9 +267,7 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
     on = ir.Constant(I1, 1)
     for ld, pk in packed.items():
         if pk.it == mark.cols:
-            q = b.sub(gen.body.as_type(ld.index[pk.axis], "int64", {**env, mark.cols: j0}),
-                      gen.frame.vals[pk.buf.origin(pk.axis)])
-            on = b.and_(on, b.icmp_signed("==", b.srem(q, ir.Constant(I64, pk.buf.block)), ir.Constant(I64, 0)))
+            on = b.and_(on, _sliver(gen, ld, pk, env, j0)[1])
     gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0),
              lambda: gen.when(b.and_(edge, inside), shifted_edge,
                               lambda: gen.when(b.and_(edge, on),
@@ -278,6 +275,15 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
                                                              (rows, ir.Constant(I64, 0), cols, True)),
                                                generic)))
     return True
+
+
+def _sliver(gen, ld: B.Load, pk, env: Dict[str, ir.Value], start: ir.Value) -> Tuple[ir.Value, ir.Value]:
+    """``(q, on)`` of a packed load for a block whose first row/column is ``start``: its position in the
+    packed box along the packed axis, and whether that begins a sliver (:class:`.microkernel._PackedLoad`)."""
+    b = gen.b
+    q = b.sub(gen.body.as_type(ld.index[pk.axis], "int64", {**env, pk.it: start}),
+              gen.frame.vals[pk.buf.origin(pk.axis)])
+    return q, b.icmp_signed("==", b.srem(q, ir.Constant(I64, pk.buf.block)), ir.Constant(I64, 0))
 
 
 def _bounds(gen, plan: microkernel.Plan, k: int, role: str) -> Tuple[ir.Value, ir.Value]:
@@ -366,15 +372,10 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
     bases: Dict[B.Load, ir.Value] = {}
     aligned = aligned_rows = ir.Constant(I1, 1)
     for ld, pk in packed.items():
-        b = gen.b
-        start = {iname: i0, jname: j0}[pk.it]
-        pos = gen.body.as_type(ld.index[pk.axis], "int64", {**env, pk.it: start})
-        q = b.sub(pos, gen.frame.vals[pk.buf.origin(pk.axis)])
-        bases[ld] = q
-        on = b.icmp_signed("==", b.srem(q, ir.Constant(I64, pk.buf.block)), ir.Constant(I64, 0))
-        aligned = b.and_(aligned, on)
+        bases[ld], on = _sliver(gen, ld, pk, env, {iname: i0, jname: j0}[pk.it])
+        aligned = gen.b.and_(aligned, on)
         if pk.it == iname:
-            aligned_rows = b.and_(aligned_rows, on)
+            aligned_rows = gen.b.and_(aligned_rows, on)
     if edge is not None:
         # Shifted columns straddle two packed slivers: an edge block's columns use theirs only unshifted
         # (rows alone left over), its rows whenever they start on one (microkernel._edge_block).

@@ -575,17 +575,20 @@ class _PackedLoad:
     def q(self) -> str:
         return f"pt_pq{self.key}"
 
+    def position(self, bp, start: str) -> str:
+        """``q`` (C text) for a block whose first row/column is ``start``."""
+        at = bp.expr(_subst(self.load.index[self.axis], {self.it: start}))
+        return f"({at}) - {self.buf.origin(self.axis)}"
+
     def bases(self, bp) -> List[str]:
-        at = bp.expr(_subst(self.load.index[self.axis], {self.it: self.start}))
-        return [f"const long {self.q} = ({at}) - {self.buf.origin(self.axis)};"]
+        return [f"const long {self.q} = {self.position(bp, self.start)};"]
 
     def aligned(self) -> str:
         return f"{self.q} % {self.buf.block} == 0"
 
     def aligned_at(self, bp, start: str) -> str:
         """:meth:`aligned` for a block starting at ``start`` (a C expression), before ``pt_pq`` is bound."""
-        at = bp.expr(_subst(self.load.index[self.axis], {self.it: start}))
-        return f"(({at}) - {self.buf.origin(self.axis)}) % {self.buf.block} == 0"
+        return f"({self.position(bp, start)}) % {self.buf.block} == 0"
 
     def address(self, bp, ld: B.Load, lane: int) -> str:
         t = [f"{bp.expr(e)} - {self.buf.origin(d)}" for d, e in enumerate(ld.index)]

@@ -13,7 +13,7 @@ from ..cost.constants import PAGE_BYTES
 from ..hardware import CPUDescriptor
 from ..poly import body as B
 from ..scheduling import Schedule
-from .roles import Roles, TileConfig, _trips, blocked_order, roles
+from .roles import Roles, TileConfig, _trips, blocked_order, inner_points, roles
 
 # A packed element is copied once (a load and a store) and then read ``reuse``
 # times by register tiles instead of through the array's row stride; below
@@ -261,7 +261,7 @@ def stream_seconds(s: Schedule, cfg: TileConfig, hw: CPUDescriptor) -> float:
     if not streamed:
         return 0.0
     packed = {p.array for p in pack_plan(s, cfg)} if cfg.pack else set()
-    rows = min(cfg.kc, r.extents[r.k]) * math.prod(r.extents[v] for v in r.reductions if v not in r.outside)
+    rows = min(cfg.kc, r.extents[r.k]) * inner_points(r)
     arrays = {a.name: a for a in s.scop.arrays}
     run = min(cfg.nc, r.extents[r.j]) * np.dtype(arrays[streamed[0]].dtype).itemsize
     lost = max(0.0, 1.0 - PREFETCH_STREAMS / rows) + RUN_LOSS * max(0.0, PAGE_BYTES / run - 1.0)

@@ -184,6 +184,19 @@ def _tied(st, loops) -> set:
     return out - set(loops)
 
 
+def inner_points(r: Roles) -> int:
+    """Points of the reduction loops other than ``k`` that run inside the register tile (a convolution's
+    ``ky``, ``kx``): every step of ``k`` is that many steps of the block, and its slivers that much longer.
+
+    >>> # conv2d 3x3 (ky, kx inside): 9;  matmul: 1
+    """
+    n = 1
+    for v in r.reductions:
+        if v not in r.outside:
+            n *= r.extents[v]
+    return n
+
+
 def blocked_order(r: Roles, cfg: TileConfig) -> List[str]:
     """Loop names of the blocked nest, outermost first (see the module docstring)."""
     tiles = {"i": f"{r.i}_t", "j": f"{r.j}_t", "k": f"{r.k}_t"}

@@ -16,7 +16,7 @@ from ..errors import PolytileError, ScheduleError
 from ..hardware import CPUDescriptor
 from ..scheduling import Schedule
 from .packing import L3_SHARE, PREFETCH_STREAMS, operand_seconds, pack_plan, streamed_columns
-from .roles import TileConfig, _trips, blocked_order, roles
+from .roles import TileConfig, _trips, blocked_order, inner_points, roles
 
 def apply(s: Schedule, cfg: TileConfig) -> Schedule:
     """The blocked schedule of ``cfg`` on ``s`` (every step legality-checked)."""
@@ -80,9 +80,9 @@ def narrow_widths(lanes: int, item: int, cols: int, steps: int, *, pad: bool = F
     1024^2 @ 1024x4 float32 ran its plain nest at 0.35 ms, 0.105 in 8 x 4 blocks of 16 bytes (numpy
     0.09; Zen 5), but a batch of 4x4 @ 4x4 products on 16-byte vectors ran slower than its plain nest
     (24 vs 16 us): four steps do not pay for the block.  Such a block, and any where the columns fit
-    one full vector, takes the fewest rows whose
-    accumulators hide the multiply-add latency (``FMA_LATENCY`` x FMA units, 8 on Zen 5): each row is
-    another stream of the unpacked left operand, which bounds these products.  1024^2 @ 1024x4 on
+    one full vector, takes the fewest rows whose accumulators hide the multiply-add latency
+    (``FMA_LATENCY`` x FMA units, 8 on Zen 5): each row is another stream of the unpacked left
+    operand, which bounds these products.  1024^2 @ 1024x4 on
     4 lanes, rows 4 / 6 / 8 / 10 / 12 / 14: 0.124 / 0.129 / 0.077 / 0.113 / 0.082 / 0.141 ms
     (numpy 0.115; Zen 5, interleaved).
 
@@ -99,7 +99,7 @@ def narrow_widths(lanes: int, item: int, cols: int, steps: int, *, pad: bool = F
         return []
     out = []
     for w in (lanes >> s for s in range(1, lanes.bit_length())):
-        if w < 2 or w * item < 8 or w > cols and not (pad and w < 2 * cols):
+        if w < 2 or w * item < 8 or (w > cols and not (pad and w < 2 * cols)):
             continue
         if w * item >= 32 or (cols * item < 32 and steps >= NARROW_REDUCTION):
             out.append(w)
@@ -129,7 +129,8 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
     l3 = caches[2].size_bytes if len(caches) > 2 else 4 * l2
     l3 = min(l3, L3_SHARE)
     blocks = []
-    steps = E[r.k] * math.prod(E[v] for v in r.reductions if v not in r.outside)
+    rest = inner_points(r)
+    steps = E[r.k] * rest
     # A padded block runs the edge block's staging of its output cells: a short reduction does not pay
     # for it (64 rows x 6 columns over 4 steps: 4.9 us padded, 2.1 plain; 256 x 6 over 16: 5.1 and 5.4).
     pad = steps >= NARROW_REDUCTION and pads_columns(st, r.i, r.j)
@@ -172,10 +173,6 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
         # and that less than half (3 columns take a 4-lane vector, not a 16-lane one).
         blocks = [(mr, nr, width) for mr, nr, width in blocks
                   if mr <= E[r.i] and (nr <= E[r.j] or (pad and nr < E[r.j] + width and width < 2 * E[r.j]))]
-    rest = 1
-    for v in r.reductions:
-        if v not in r.outside:
-            rest *= E[v]
     streamed = bool(streamed_columns(s, r, hw))
     for mr, nr, width in blocks:
         # The two longest reduction segments whose mr x kc + kc x nr slivers fit L1
@@ -185,15 +182,15 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
         fits = sorted({min(kc, E[r.k]) for kc in (8, 16, 32, 64, 128, 192, 256, 384, 512)
                        if (mr + nr) * min(kc, E[r.k]) * rest * item <= l1})
         kcs = fits[-2:]
-        if streamed and E[r.i] <= mr:
-            # A column operand from memory read by one row block (8x4096 @ 4096^2), each element used
-            # once: also the longest segment whose rows the prefetchers can follow (stream_seconds).
-            # Not for two or more row blocks: 16 rows ranked 4-row blocks over 32 steps first (5.2 ms,
-            # 4.3 as before; 3.6 for the 8-row blocks the model ties with them).
-            kcs = sorted(set(kcs) | set([kc for kc in fits if kc * rest <= PREFETCH_STREAMS][-1:]))
         strips = [nr * x for x in (4, 8, 16, 32, 64)]
         if streamed and E[r.i] <= mr:
-            strips.append(nr * -(-E[r.j] // (cores * nr)))  # each core's share in one strip (RUN_LOSS)
+            # A column operand from memory read by one row block (8x4096 @ 4096^2), each element used
+            # once: also the longest segment whose rows the prefetchers can follow, and each core's
+            # share of the columns in one strip (stream_seconds).  Not for two or more row blocks: 16
+            # rows ranked 4-row blocks over 32 steps first (5.2 ms, 4.3 as before; 3.6 for the 8-row
+            # blocks the model ties with them).
+            kcs = sorted(set(kcs) | set([kc for kc in fits if kc * rest <= PREFETCH_STREAMS][-1:]))
+            strips.append(nr * -(-E[r.j] // (cores * nr)))
         for kc in kcs:
             # Powers-of-two-ish multiples of mr, and the row counts that split the rows
             # evenly over the cores (1-4 blocks each): a balanced parallel loop.
@@ -392,10 +389,7 @@ def structure_key(s: Schedule, cfg: TileConfig) -> Tuple:
         return (0, 0.0, 0, 1, 0, 0)
     plans = pack_plan(s, cfg) if cfg.pack else []
     copied = sum(p.elements * p.copies for p in plans)
-    depth = min(cfg.kc, r.extents[cfg.k])
-    for v in r.reductions:  # the other reduction loops inside the block (a convolution's ky, kx)
-        if v not in r.outside:
-            depth *= r.extents[v]
+    depth = min(cfg.kc, r.extents[cfg.k]) * inner_points(r)  # a convolution's ky, kx run inside the block
     return _first_key(s, cfg) + (-len(plans), regions(s, cfg), -min(depth, DEEP_ENOUGH), copied)
 
 

@@ -157,8 +157,7 @@ def pads_columns(st: Statement, rows: str, cols: str) -> bool:
     """
     if st.c_text is not None:
         return False
-    outs = set().union(*(B.iter_names(e) for e in st.body.index)) if st.body.index else set()
-    reds = set(st.iters) - outs
+    reds = set(st.iters) - B.iter_names(*st.body.index)
     found = False
     for ld in B.loads(st.body.value):
         if ld.array == st.body.array:

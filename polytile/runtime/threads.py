@@ -303,15 +303,15 @@ def _load_omp() -> Optional[Tuple[Callable[[int], None], Callable[[], int]]]:
     :func:`polytile.runtime.openmp.load` loads, else LLVM's libomp."""
     found = openmp.load()
     lib = found[1] if found else None
-    for name in ("libomp.so", "libomp.so.5"):
-        if lib is not None:
-            break
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-    if lib is None:
-        return None
+    if lib is None:  # no libgomp: LLVM's runtime
+        for name in ("libomp.so", "libomp.so.5"):
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        else:
+            return None
     set_n, get_n = lib.omp_set_num_threads, lib.omp_get_max_threads
     set_n.argtypes, set_n.restype = [ctypes.c_int], None
     get_n.argtypes, get_n.restype = [], ctypes.c_int
