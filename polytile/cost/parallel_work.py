@@ -8,12 +8,15 @@ domain): a box bound, exact for rectangular nests, an over-estimate for triangle
 """
 from __future__ import annotations
 
-from typing import List, Mapping, Optional
+from typing import List, Mapping, Optional, Tuple
 
 import islpy as isl
+import numpy as np
 
 from ..scheduling import PARALLEL, Schedule
-from ..scheduling.core import REGTILE
+from ..poly import body as B
+from ..scheduling.core import REGTILE, tile_simd_reduction_blocker
+from ..scheduling.locality import loop_extent, unit_or_invariant
 from ..scheduling.marks import RegTile
 from ..scheduling import unmark as unmark_step
 from .constants import OMP_REGION_S
@@ -25,21 +28,99 @@ INSTANCE_S = 0.5e-9
 
 
 def instance_share(s: Schedule, stmt: str) -> float:
-    """The time of one instance of ``stmt`` as a share of :data:`INSTANCE_S`: ``1 / (2 * lanes)`` in a
-    register block (an instance is one lane of a fused multiply-add, two issued a cycle, operands in
-    registers; measured single-threaded on Zen 5, a 16-lane matmul block ran an instance in 0.011 ns
-    from 64^3 to 128^3, INSTANCE_S / 46), else 1.
+    """The time of one instance of ``stmt`` as a share of :data:`INSTANCE_S`.
+
+    * In a register block, ``1 / (2 * lanes)``: an instance is one lane of a fused multiply-add, two
+      issued a cycle, operands in registers (measured single-threaded on Zen 5, a 16-lane matmul block
+      ran an instance in 0.011 ns from 64^3 to 128^3, INSTANCE_S / 46).
+    * A Tile statement whose innermost loop runs as SIMD code (:func:`vector_loop`): the bytes its
+      accesses move along that loop at :data:`VECTOR_RATE`, at least one lane of a
+      :data:`VECTOR_BYTES` vector (and at most the loop's points).
+    * Else 1.
 
     >>> import polytile
     >>> s = polytile.schedule("function (A[M, K], B[K, N]) -> (C) { C[i, j : M, N] = +(A[i, k] * B[k, j]); }",
     ...                       dims=dict(M=64, N=64, K=64), hardware="x86-avx512")
-    >>> instance_share(s, "S0"), instance_share(s, "Z0")
-    (0.03125, 1.0)
+    >>> instance_share(s, "S0"), instance_share(s, "Z0")   # a register block; a zeroing loop (one lane)
+    (0.03125, 0.125)
     """
     for st, _, kind, arg in s.marks:
         if st == stmt and kind == REGTILE:
             return 1.0 / (2 * RegTile.from_arg(str(arg)).lanes)
-    return 1.0
+    found = vector_loop(s, stmt)
+    if found is None:
+        return 1.0
+    lanes, moved = found
+    return max(1.0 / lanes, moved / (VECTOR_RATE * INSTANCE_S))
+
+
+#: Vector bytes :func:`instance_share` assumes: AVX2's 32, the narrowest of the x86 descriptors (the
+#: schedule is made before a descriptor is known, and an AVX-512 machine only gains).
+VECTOR_BYTES = 32
+
+#: Bytes a second a vector loop moves (the L2 rate of one core, where a kernel small enough to doubt its
+#: parallel region keeps its arrays).  Zen 5 VM (exploratory, gcc, best of 5 x 2000 calls, about 1.3 us
+#: of each the Python call), default (parallel) vs serial code: 70x412 @ 412x1 4.3 against 3.2 us,
+#: 256x256 @ 256x1 6.0 against 4.3, 1x1893 @ 1893x25 8.0 against 3.8 (parallel k, a private output per
+#: thread), 1000x100 @ 100x1 8.2 against 9.5, 512x512 @ 512x1 10.3 against 11.9; ``E = A * B + A`` on
+#: 128x256 4.7 against 3.8, on 256x256 5.6 against 7.9.  A sum's instance (8 bytes moving) ran
+#: 0.04-0.08 ns, an elementwise one (12 bytes) 0.1 ns: a parallel region paid from 5-10 x 10^4
+#: instances, not the 12000 of a scalar instance.
+VECTOR_RATE = 120e9
+
+
+def vector_loop(s: Schedule, stmt: str) -> Optional[Tuple[int, int]]:
+    """``(lanes, bytes)`` of a Tile statement's innermost loop when gcc and LLVM run it as SIMD code, else
+    None: the lanes of a :data:`VECTOR_BYTES` vector (at most the loop's points) and the bytes its accesses
+    move along the loop per instance.  SIMD code: every access moves by one element along the loop or
+    not at all, the written cell moves with it or the statement is a sum the lanes may split
+    (``tile_simd_reduction_blocker``), and the value is loads and ``+ - *`` of one element type (a select,
+    a call or a conversion may run scalar).  C statements (``polytile opt``) keep their order: None.
+
+    >>> # C[i, j] = +(A[i, k] * B[k, j]) in program order (i, j, k): k sums A and B into a cell -> (8, 8)
+    """
+    st = s.scop.statement(s.resolve(stmt))
+    if st.c_text is not None:
+        return None
+    try:  # the innermost loop of more than one point (one of one point has no code)
+        inner, points = next((v, n) for v, n in ((v, loop_extent(s, st.name, v)) for v in reversed(s.loop_names(st.name)))
+                             if n > 1)
+    except (StopIteration, ValueError):  # no such loop, or a parametric range
+        return None
+    if inner not in st.iters:
+        return None
+    dtype = s.scop.array(st.body.array).dtype
+    accesses = [(st.body.array, st.body.index)] + [(ld.array, ld.index) for ld in B.loads(st.body.value)]
+    squeezed = [(a, _squeezed(ix, s.scop.array(a).shape)) for a, ix in accesses]
+    if not all(unit_or_invariant(ix, inner) for _, ix in squeezed):
+        return None
+    if not _plain_arithmetic(st.body.value, dtype):
+        return None
+    if inner not in B.iter_names(*st.body.index):
+        if not st.is_reduction or tile_simd_reduction_blocker(st, dtype):
+            return None
+    moving = {(a, tuple(ix)) for a, ix in squeezed if inner in B.iter_names(*ix)}  # a cell read twice is one stream
+    moved = sum(np.dtype(s.scop.array(a).dtype).itemsize for a, _ in moving)
+    return max(1, min(VECTOR_BYTES // np.dtype(dtype).itemsize, points)), moved
+
+
+def _squeezed(index, shape) -> list:
+    """``index`` without its trailing subscripts into dimensions of one element (``B[k, 0]`` of a 412 x 1
+    ``B`` moves one element along ``k``)."""
+    index = list(index)
+    while len(index) > 1 and len(shape) == len(index) and shape[len(index) - 1] == 1:
+        index.pop()
+    return index
+
+
+def _plain_arithmetic(n, dtype: str) -> bool:
+    """Whether value ``n`` is loads, constants and ``+ - *`` in ``dtype`` (a load's index not looked at)."""
+    if isinstance(n, B.Load):
+        return n.dtype == dtype
+    if isinstance(n, B.Const):
+        return True
+    return (isinstance(n, B.Bin) and n.op in ("+", "-", "*") and n.dtype == dtype
+            and _plain_arithmetic(n.a, dtype) and _plain_arithmetic(n.b, dtype))
 
 
 def min_parallel_work(threads: int = 2) -> int:

@@ -16,9 +16,14 @@ from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Schedule, Step, _value_
 from .transforms import _loops_in, parallel, reorder, tile, unmark
 
 
-def _unit_or_invariant(e_list, it: str) -> bool:
+def unit_or_invariant(e_list, it: str) -> bool:
     """Whether an index (a list of subscript expressions) moves by one element along ``it`` or not at all:
-    ``it`` (plus a constant) as the last subscript and nowhere else, or absent."""
+    ``it`` (plus a constant) as the last subscript and nowhere else, or absent.
+
+    >>> i, j = B.Iter("i"), B.Iter("j")
+    >>> unit_or_invariant([i, j], "j"), unit_or_invariant([i, j], "k"), unit_or_invariant([j, i], "j")
+    (True, True, False)
+    """
     uses = [k for k, e in enumerate(e_list) if it in B.iter_names(e)]
     if not uses:
         return True
@@ -63,7 +68,7 @@ def vector_inner(s: Schedule) -> Schedule:
         it = index[-1].name
         names = [n for _, n in loops]
         reads = [ld.index for ld in B.loads(st.body.value)]
-        if it not in names or not all(_unit_or_invariant(list(r), it) for r in reads + [index]):
+        if it not in names or not all(unit_or_invariant(list(r), it) for r in reads + [index]):
             continue
         try:
             reds = _rows_in_parallel(out, name, it, names)
@@ -111,11 +116,11 @@ def _rows_in_parallel(s: Schedule, stmt: str, it: str, names) -> Optional[list]:
     out_loops = B.iter_names(*st.body.index)
     reds = [n for n in names if n not in out_loops]
     # Output loops of one point (C[i, j] with one row: x @ W written as a 1 x K matrix) do not count.
-    if not reds or [n for n in names if n in out_loops and _extent(s, stmt, n) > 1] != [it]:
+    if not reds or [n for n in names if n in out_loops and loop_extent(s, stmt, n) > 1] != [it]:
         return None
     arr = s.scop.array(st.body.array)
     size = int(np.prod(arr.shape or (1,))) * np.dtype(arr.dtype).itemsize
-    if size > PRIVATE_OUTPUT_BYTES or _extent(s, stmt, reds[0]) < MIN_PARALLEL_ROWS:
+    if size > PRIVATE_OUTPUT_BYTES or loop_extent(s, stmt, reds[0]) < MIN_PARALLEL_ROWS:
         return None
     return reds
 
@@ -127,7 +132,7 @@ def _vector_chunk(s: Schedule, stmt: str, loop: str) -> Optional[int]:
 
     >>> # extent 4096 -> 256 (16 chunks);  1000 -> 128;  64 -> 16;  3 -> None
     """
-    extent = _extent(s, stmt, loop)
+    extent = loop_extent(s, stmt, loop)
     chunk = max(16, min(256, -(-(-(-extent // 8)) // 16) * 16))
     return chunk if extent > chunk else None
 
@@ -164,11 +169,11 @@ def tile_transposes(s: Schedule) -> Schedule:
         names = [n for _, n in loops]
         inner = names[-1]
         index = list(st.body.index)
-        if not index or not _last_is(index, inner) or not _unit_or_invariant(index, inner):
+        if not index or not _last_is(index, inner) or not unit_or_invariant(index, inner):
             continue
         across = None
         for ld in B.loads(st.body.value):
-            if _unit_or_invariant(list(ld.index), inner):
+            if unit_or_invariant(list(ld.index), inner):
                 continue
             r = next((v for v in names[:-1] if _last_is(list(ld.index), v)), None)
             if r is not None:
@@ -177,7 +182,7 @@ def tile_transposes(s: Schedule) -> Schedule:
         if across is None:
             continue
         size = max(8, TRANSPOSE_TILE_BYTES // np.dtype(s.scop.array(st.body.array).dtype).itemsize)
-        if min(_extent(out, name, across), _extent(out, name, inner)) < 2 * size:
+        if min(loop_extent(out, name, across), loop_extent(out, name, inner)) < 2 * size:
             continue
         try:
             t = tile(out, name, {across: size, inner: size})
@@ -198,6 +203,10 @@ def _last_is(index, it: str) -> bool:
         and isinstance(last.b, B.Const))
 
 
-def _extent(s: Schedule, stmt: str, loop: str) -> int:
+def loop_extent(s: Schedule, stmt: str, loop: str) -> int:
+    """Points of ``stmt``'s loop ``loop`` over the whole run (its time dimension's range; concrete sizes).
+
+    >>> # matmul 64 x 32 @ 32 x 16, program order: loop_extent(s, "S0", "k") == 32
+    """
     lo, hi = (int(x) for x in _value_range([s.table[stmt].map], s.loop_dim(stmt, loop)).strip("[]").split(","))
     return hi - lo + 1
