@@ -333,7 +333,11 @@ class AstPrinter:
         it = _c(n.for_get_iterator())
         init = _c(n.for_get_init())
         cond = _c(n.for_get_cond()) if not n.for_is_degenerate() else ""
-        accumulate, before, after = {}, [], []
+        accumulate, before, after, jam = {}, [], [], None
+        if not marks and not self.c_source:
+            jam = c_accumulate.jam_rows(self, n, it, _last_iteration)
+            if jam is not None:  # rows summed side by side; the rest (head) and the tail as they were
+                init = jam[1]
         if self.parallel_depth and any(isinstance(m, Parallel) for m in marks):
             # Inside a parallel loop, a parallel loop would open a nested region that libgomp runs on
             # the calling thread alone (nesting is off by default): the region's bookkeeping on every
@@ -374,8 +378,12 @@ class AstPrinter:
             self.parallel_loops += 1
             if self.outline and not self.body.locals:
                 plain = [f"omp parallel for schedule(static){self.thread_clause}"]
-                if pragmas == plain and not guard and inc == "1" and _innermost_statements(n) is not None:
-                    return self._outline_chunks(it, init, cond, body, pragmas)
+                if pragmas == plain and not guard and inc == "1":
+                    if _innermost_statements(n) is not None:
+                        return self._outline_chunks(it, init, cond, body, pragmas)
+                    rows = c_accumulate.jam_rows(self, n, it, _last_iteration, ("pt_lo", "pt_hi"))
+                    if rows is not None:  # each thread's chunk of rows summed side by side
+                        return self._outline_chunks(it, init, cond, body, pragmas, rows)
                 body = [self._outline(it, body)]
         loop = cgen.For(f"long {it} = {init}", cond, f"{it} += {inc}", cgen.Block(body))
         code = [cgen.Pragma(p) for p in pragmas] + [loop]
@@ -385,10 +393,11 @@ class AstPrinter:
             serial = ["omp simd" + reductions for p in pragmas if p.startswith("omp parallel for simd")]
             code = [cgen.If(guard, cgen.Block(code), cgen.Block([cgen.Pragma(p) for p in serial] + [loop]))]
         if before:
-            return [cgen.Block([cgen.Line(b) for b in before] + code + [cgen.Line(a) for a in after])]
-        return code
+            code = [cgen.Block([cgen.Line(b) for b in before] + code + [cgen.Line(a) for a in after])]
+        return [cgen.Block(jam[0] + code)] if jam is not None else code
 
-    def _outline_chunks(self, it: str, init: str, cond: str, body: List, pragmas: List[str]) -> List:
+    def _outline_chunks(self, it: str, init: str, cond: str, body: List, pragmas: List[str],
+                        jam: Optional[Tuple[List, str]] = None) -> List:
         """An innermost parallel loop (``cond`` canonical): each thread's chunk of it as one loop in an
         outlined function, which gcc vectorises (an elementwise ``exp`` over 2^20 floats called the
         outlined body once per element: no vector code, a call per element)::
@@ -399,12 +408,14 @@ class AstPrinter:
                 pt_par0(X, E, c0, min(c0 + pt_cs0 - 1, 1048575)); }
 
         ``pt_chunk`` is the iterations per thread, rounded up to 16 (PACK_PRELUDE); ``pt_par0`` loops
-        ``for (c0 = pt_lo; c0 <= pt_hi; c0 += 1)`` over the statement.
+        ``for (c0 = pt_lo; c0 <= pt_hi; c0 += 1)`` over the statement -- or, with ``jam`` (the rows of a sum
+        :func:`c_accumulate.jam_rows` runs side by side, and the variable holding the first row it left),
+        over the rows left after them.
         """
         last = _last_iteration(cond, it)
         self.chunked_loops += 1
-        loop = cgen.For(f"long {it} = pt_lo", f"{it} <= pt_hi", f"{it} += 1", cgen.Block(body))
-        name, args = self._outlined_function([loop], ("pt_lo", "pt_hi"))
+        loop = cgen.For(f"long {it} = {jam[1] if jam else 'pt_lo'}", f"{it} <= pt_hi", f"{it} += 1", cgen.Block(body))
+        name, args = self._outlined_function(jam[0] + [loop] if jam else [loop], ("pt_lo", "pt_hi"))
         chunk = f"pt_cs{name[len('pt_par'):]}"
         text = f"{name}({', '.join(args[:-2] + [it, f'min({it} + {chunk} - 1, {last})'])});"
         region = cgen.For(f"long {it} = {init}", f"{it} <= {last}", f"{it} += {chunk}", cgen.Block([cgen.Line(text)]))

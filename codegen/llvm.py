@@ -266,7 +266,10 @@ class LlvmGenerator:
             par = next((m for m in marks if isinstance(m, Parallel)), None)
             if par is not None and self._parallel(n, it, par):
                 return
-            init, inc = self.aexpr(n.for_get_init()), self.aexpr(n.for_get_inc())
+            jam = None if marks else c_accumulate.jammable(self, n, it)
+            # Rows summed side by side first (c_accumulate.jam_rows); the loop as it was runs the rest.
+            init = self._jammed(n, it, jam[0]) if jam else self.aexpr(n.for_get_init())
+            inc = self.aexpr(n.for_get_inc())
             b = self.b
             pre = b.block
             head, inside, done = (b.append_basic_block(x) for x in ("for", "for.body", "for.end"))
@@ -291,6 +294,50 @@ class LlvmGenerator:
                 vals.pop(it, None)
             else:
                 vals[it] = saved
+
+    def _jammed(self, n: isl.AstNode, it: str, inner: isl.AstNode) -> ir.Value:
+        """``c_accumulate.jam_rows`` in IR: rows of loop ``n`` JAM_ROWS at a time, each row's statement in
+        one pass of the ``inner`` lane loop (whose sums LLVM keeps in registers and splits into lanes);
+        returns the first row left.  ``vals[it]`` is left to the caller, which binds it next."""
+        rows, b, vals = c_accumulate.JAM_ROWS, self.b, self.frame.vals
+        it_in = inner.for_get_iterator().id_get_id().get_name()
+        saved = vals.get(it_in)
+        pre = b.block
+        head, inside, done = (b.append_basic_block(x) for x in ("jam", "jam.body", "jam.end"))
+        b.branch(head)
+        b.position_at_end(head)
+        row = b.phi(I64)
+        row.add_incoming(self.aexpr(n.for_get_init()), pre)
+        vals[it] = b.add(row, ir.Constant(I64, rows - 1))
+        b.cbranch(self._bool(self.aexpr(n.for_get_cond())), inside, done)  # the block's last row is in range
+        b.position_at_end(inside)
+        start = self.b.block
+        lhead, lbody, lend = (b.append_basic_block(x) for x in ("jam.k", "jam.k.body", "jam.k.end"))
+        b.branch(lhead)
+        b.position_at_end(lhead)
+        v = b.phi(I64)
+        v.add_incoming(self.aexpr(inner.for_get_init()), start)
+        vals[it_in] = v
+        b.cbranch(self._bool(self.aexpr(inner.for_get_cond())), lbody, lend)
+        b.position_at_end(lbody)
+        lanes, self.lanes = self.lanes, True
+        try:
+            for r in range(rows):
+                vals[it] = self.b.add(row, ir.Constant(I64, r))
+                self.node(inner.for_get_body())
+        finally:
+            self.lanes = lanes
+            if saved is None:
+                vals.pop(it_in, None)
+            else:
+                vals[it_in] = saved
+        v.add_incoming(self.b.add(v, ir.Constant(I64, 1)), self.b.block)
+        self.b.branch(lhead)
+        self.b.position_at_end(lend)
+        row.add_incoming(self.b.add(row, ir.Constant(I64, rows)), self.b.block)
+        self.b.branch(head)
+        self.b.position_at_end(done)
+        return row
 
     def _user(self, call: isl.AstExpr) -> None:
         name = call.op_get_arg(0).id_get_id().get_name()

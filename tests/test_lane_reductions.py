@@ -101,3 +101,54 @@ def test_float16_max_and_min_compile_and_match(src):
     got = polytile.compile(src)(A)
     assert got.dtype == np.float16
     np.testing.assert_array_equal(got, polytile.reference(src, A))
+
+
+JAM = {
+    "matvec": ("examples/matvec.tile", "M={m},N=37"),
+    "row_sum": ("examples/row_sum.tile", "M={m},N=19"),
+    "row_max": ("examples/row_max.tile", "M={m},N=33"),
+}
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("dtype", SIMD_REDUCTION_DTYPES)
+@pytest.mark.parametrize("rows", [8, 9, 23, 3001])
+@pytest.mark.parametrize("name", sorted(JAM))
+def test_rows_summed_side_by_side_match_the_oracle(name, rows, dtype, target):
+    """Eight rows' sums in one SIMD loop (c_accumulate.jam_rows; a matvec of 3001 rows in parallel, by
+    thread chunks), with the rows left after the last eight run as before.  Exact on small integers."""
+    program, dims = JAM[name]
+    ins = small_int_inputs(program, dims.format(m=rows), dtype)
+    k = polytile.compile(program, target=target)
+    np.testing.assert_array_equal(k(*ins), polytile.reference(program, *ins))
+    if target == "openmp" and name == "matvec" and rows == 3001:
+        assert "pt_lo) + ((pt_hi) - (pt_lo) + 1) / 8 * 8" in k.source(*ins)
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+def test_jammed_float_max_keeps_a_nan_in_any_row(target):
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((19, 45)).astype(np.float32)
+    X[2, 7] = X[9, 0] = X[17, -1] = np.nan
+    X[5, :] = -np.inf
+    got = polytile.compile("examples/row_max.tile", target=target)(X)
+    np.testing.assert_array_equal(got, X.max(axis=1))
+
+
+def test_the_c_target_sums_eight_rows_in_one_simd_loop():
+    text = polytile.compile("examples/matvec.tile").source(shapes=[(70, 412), (412,)])
+    pragma = next(line for line in text.splitlines() if "omp simd" in line)
+    assert all(f"reduction(+:pt_acc{r})" in pragma for r in range(8))
+    assert "const long pt_j0 = (0) + ((69) - (0) + 1) / 8 * 8;" in text  # the rows left (6) run one by one
+    # In parallel, each thread's chunk of rows.
+    text = polytile.compile("examples/matvec.tile").source(shapes=[(4096, 1024), (1024,)])
+    assert "pt_lo) + ((pt_hi) - (pt_lo) + 1) / 8 * 8" in text and "omp parallel for" in text
+    # Fewer than eight rows, or rows that all sum into one cell: as before.
+    assert "pt_acc1" not in polytile.compile("examples/matvec.tile").source(shapes=[(7, 412), (412,)])
+    assert "pt_j" not in polytile.compile("examples/dot.tile").source(shapes=[(4099,), (4099,)])
+
+
+def test_the_llvm_target_sums_eight_rows_in_one_loop():
+    text = polytile.compile("examples/matvec.tile", target="llvm").source(shapes=[(70, 412), (412,)])
+    assert "jam.k.body" in text
+    assert "jam.k" not in polytile.compile("examples/matvec.tile", target="llvm").source(shapes=[(7, 412), (412,)])
