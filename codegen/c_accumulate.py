@@ -211,7 +211,7 @@ def jammable(printer, n: isl.AstNode, it: str) -> Optional[Tuple[isl.AstNode, Si
         return None
     it_in = _c(inner.for_get_iterator())
     lane = lane_reduction(printer, inner, it_in)
-    if lane is None or re.search(rf"\b{re.escape(it)}\b", _c(inner.for_get_init()) + _c(inner.for_get_cond())):
+    if lane is None or any(re.search(rf"\b{re.escape(it)}\b", _c(e)) for e in (inner.for_get_init(), inner.for_get_cond())):
         return None
     _, st, binds = _tile_sum(printer, inner, it_in)
     if not _moves(it, binds, _cell_iterators(st)):

@@ -302,12 +302,13 @@ class LlvmGenerator:
         rows, b, vals = c_accumulate.JAM_ROWS, self.b, self.frame.vals
         it_in = inner.for_get_iterator().id_get_id().get_name()
         saved = vals.get(it_in)
+        first = self.aexpr(n.for_get_init())  # in the block before the loop, which the phi names
         pre = b.block
         head, inside, done = (b.append_basic_block(x) for x in ("jam", "jam.body", "jam.end"))
         b.branch(head)
         b.position_at_end(head)
         row = b.phi(I64)
-        row.add_incoming(self.aexpr(n.for_get_init()), pre)
+        row.add_incoming(first, pre)
         vals[it] = b.add(row, ir.Constant(I64, rows - 1))
         b.cbranch(self._bool(self.aexpr(n.for_get_cond())), inside, done)  # the block's last row is in range
         b.position_at_end(inside)

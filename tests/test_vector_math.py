@@ -96,6 +96,9 @@ def test_chunked_innermost_parallel_loops_cover_every_element(n, threads):
 def test_an_innermost_parallel_loop_is_outlined_by_chunks():
     text = polytile.compile("function (X[N]) -> (Y) { Y = exp(X); }").source(shapes=[(1 << 20,)])
     assert "pt_chunk(" in text and "const long pt_lo, const long pt_hi" in text
-    # a parallel loop with a loop inside keeps its per-iteration body function
-    text = polytile.compile("examples/matvec.tile").source(shapes=[(4096, 4096), (4096,)])
+    # a parallel loop with loops inside keeps its per-iteration body function...
+    text = polytile.compile("function (X[N, M, L]) -> (Y) { Y = exp(X); }").source(shapes=[(64, 128, 128)])
     assert "pt_chunk(" not in text and "const long c0)" in text
+    # ... unless its body is one row's sum: each thread's chunk of rows, eight at a time (c_accumulate.jam_rows)
+    text = polytile.compile("examples/matvec.tile").source(shapes=[(4096, 4096), (4096,)])
+    assert "pt_chunk(" in text and "const long pt_lo, const long pt_hi" in text and "reduction(+:pt_acc7)" in text

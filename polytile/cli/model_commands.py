@@ -595,7 +595,8 @@ def cmd_schedule(args) -> int:
     shapes = dict(zip(target.program.input_names, target.shapes))
     sched = pipeline.schedule(target.program, shapes=shapes, dtypes=list(target.dtypes),
                               steps=options.get("schedule"), fusion=options.get("fusion"),
-                              parallel=options.get("parallel", True), hardware=options.get("hardware", "host"))
+                              parallel=options.get("parallel", True), hardware=options.get("hardware", "host"),
+                              min_parallel_work=options.get("min_parallel_work"))  # compile's: loops too small stay serial
     dims = ", ".join(f"{k}={v}" for k, v in target.dims.items())
     print(f"// {target.path}" + (f" specialised to {dims}" if dims else "")
           + f"; inputs {_signature(target) or '(none)'}")
