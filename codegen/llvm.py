@@ -171,22 +171,9 @@ class LlvmGenerator:
     def loop(self, lo: ir.Value, hi: ir.Value, body: Callable[[ir.Value], None], step: ir.Value = None,
              inclusive: bool = False) -> None:
         """``for (v = lo; v < hi (or <= hi); v += step) body(v)`` with ``v`` a phi node."""
-        b = self.b
-        step = step if step is not None else ir.Constant(I64, 1)
-        pre = b.block
-        head = b.append_basic_block("loop")
-        inside = b.append_basic_block("body")
-        done = b.append_basic_block("done")
-        b.branch(head)
-        b.position_at_end(head)
-        v = b.phi(I64)
-        v.add_incoming(lo, pre)
-        b.cbranch(b.icmp_signed("<=" if inclusive else "<", v, hi), inside, done)
-        b.position_at_end(inside)
+        v, head, done = self._open_loop(lo, lambda v: self.b.icmp_signed("<=" if inclusive else "<", v, hi), "loop")
         body(v)
-        v.add_incoming(self.b.add(v, step), self.b.block)
-        self.b.branch(head)
-        self.b.position_at_end(done)
+        self._close_loop(v, step if step is not None else ir.Constant(I64, 1), head, done)
 
     def when(self, cond: ir.Value, then: Callable[[], None], otherwise: Optional[Callable[[], None]] = None) -> None:
         """``if (cond) then() else otherwise()``."""
@@ -270,25 +257,14 @@ class LlvmGenerator:
             # Rows summed side by side first (c_accumulate.jam_rows); the loop as it was runs the rest.
             init = self._jammed(n, it, jam[0]) if jam else self.aexpr(n.for_get_init())
             inc = self.aexpr(n.for_get_inc())
-            b = self.b
-            pre = b.block
-            head, inside, done = (b.append_basic_block(x) for x in ("for", "for.body", "for.end"))
-            b.branch(head)
-            b.position_at_end(head)
-            v = b.phi(I64)
-            v.add_incoming(init, pre)
-            vals[it] = v
-            b.cbranch(self._bool(self.aexpr(n.for_get_cond())), inside, done)
-            b.position_at_end(inside)
+            v, head, done = self._open_loop(init, lambda v: self._cond(n, it, v), "for")
             # A Tile reduction into one cell along this loop may be regrouped: LLVM then runs it in lanes.
             lanes, self.lanes = self.lanes, c_accumulate.lane_reduction(self, n, it) is not None
             try:
                 self.node(n.for_get_body())
             finally:
                 self.lanes = lanes
-            v.add_incoming(self.b.add(v, inc), self.b.block)
-            self.b.branch(head)
-            self.b.position_at_end(done)
+            self._close_loop(v, inc, head, done)
         finally:
             if saved is None:
                 vals.pop(it, None)
@@ -299,28 +275,14 @@ class LlvmGenerator:
         """``c_accumulate.jam_rows`` in IR: rows of loop ``n`` JAM_ROWS at a time, each row's statement in
         one pass of the ``inner`` lane loop (whose sums LLVM keeps in registers and splits into lanes);
         returns the first row left.  ``vals[it]`` is left to the caller, which binds it next."""
-        rows, b, vals = c_accumulate.JAM_ROWS, self.b, self.frame.vals
+        rows, vals = c_accumulate.JAM_ROWS, self.frame.vals
         it_in = inner.for_get_iterator().id_get_id().get_name()
         saved = vals.get(it_in)
-        first = self.aexpr(n.for_get_init())  # in the block before the loop, which the phi names
-        pre = b.block
-        head, inside, done = (b.append_basic_block(x) for x in ("jam", "jam.body", "jam.end"))
-        b.branch(head)
-        b.position_at_end(head)
-        row = b.phi(I64)
-        row.add_incoming(first, pre)
-        vals[it] = b.add(row, ir.Constant(I64, rows - 1))
-        b.cbranch(self._bool(self.aexpr(n.for_get_cond())), inside, done)  # the block's last row is in range
-        b.position_at_end(inside)
-        start = self.b.block
-        lhead, lbody, lend = (b.append_basic_block(x) for x in ("jam.k", "jam.k.body", "jam.k.end"))
-        b.branch(lhead)
-        b.position_at_end(lhead)
-        v = b.phi(I64)
-        v.add_incoming(self.aexpr(inner.for_get_init()), start)
-        vals[it_in] = v
-        b.cbranch(self._bool(self.aexpr(inner.for_get_cond())), lbody, lend)
-        b.position_at_end(lbody)
+        # The block's last row in range: the loop's own condition at row + rows - 1.
+        last = lambda row: self._cond(n, it, self.b.add(row, ir.Constant(I64, rows - 1)))  # noqa: E731
+        row, head, done = self._open_loop(self.aexpr(n.for_get_init()), last, "jam")
+        v, khead, kdone = self._open_loop(self.aexpr(inner.for_get_init()), lambda v: self._cond(inner, it_in, v),
+                                          "jam.k")
         lanes, self.lanes = self.lanes, True
         try:
             for r in range(rows):
@@ -332,13 +294,34 @@ class LlvmGenerator:
                 vals.pop(it_in, None)
             else:
                 vals[it_in] = saved
-        v.add_incoming(self.b.add(v, ir.Constant(I64, 1)), self.b.block)
-        self.b.branch(lhead)
-        self.b.position_at_end(lend)
-        row.add_incoming(self.b.add(row, ir.Constant(I64, rows)), self.b.block)
+        self._close_loop(v, ir.Constant(I64, 1), khead, kdone)
+        self._close_loop(row, ir.Constant(I64, rows), head, done)
+        return row
+
+    def _cond(self, n: isl.AstNode, it: str, v: ir.Value) -> ir.Value:
+        """Loop ``n``'s condition with its iterator ``it`` at ``v`` (which stays bound)."""
+        self.frame.vals[it] = v
+        return self._bool(self.aexpr(n.for_get_cond()))
+
+    def _open_loop(self, first: ir.Value, cond: Callable[[ir.Value], ir.Value], name: str):
+        """Open ``for (v = first; cond(v); ...)`` (``first`` evaluated before the loop, where the phi
+        names it) and move into its body; returns ``(v, head, done)`` for :meth:`_close_loop`."""
+        b = self.b
+        pre = b.block
+        head, inside, done = (b.append_basic_block(x) for x in (name, f"{name}.body", f"{name}.end"))
+        b.branch(head)
+        b.position_at_end(head)
+        v = b.phi(I64)
+        v.add_incoming(first, pre)
+        b.cbranch(cond(v), inside, done)
+        b.position_at_end(inside)
+        return v, head, done
+
+    def _close_loop(self, v: ir.Value, step: ir.Value, head, done) -> None:
+        """End the body of a loop :meth:`_open_loop` opened: step ``v``, back to the head, on after the loop."""
+        v.add_incoming(self.b.add(v, step), self.b.block)
         self.b.branch(head)
         self.b.position_at_end(done)
-        return row
 
     def _user(self, call: isl.AstExpr) -> None:
         name = call.op_get_arg(0).id_get_id().get_name()
