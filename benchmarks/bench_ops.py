@@ -1,6 +1,6 @@
 """Reductions, pooling, elementwise programs and narrow products against numpy: the shapes that are not a big GEMM.
 
-    python benchmarks/bench_ops.py                     # sixteen workloads, ~6 minutes
+    python benchmarks/bench_ops.py                     # nineteen workloads, ~7 minutes
     python benchmarks/bench_ops.py --only matvec softmax
 
 Each row is an ``examples/`` program at the size below, float32 standard normal inputs, compiled with
@@ -21,7 +21,8 @@ the default schedule, against the numpy formulation a user would write (one call
 * ``matmul_narrow`` 4096 x 256 @ 256 x 8 (``matmul.tile``): ``A @ B`` (fewer columns than one 16-lane vector);
 * ``batched_small`` 2048 x (8 x 64 @ 64 x 8) (``batched_matmul.tile``): ``numpy.matmul`` on the stacks;
 * ``logits`` 1024 x 784 @ 784 x 10 (``matmul.tile``): ``A @ B`` (10 columns: one zero-padded 16-lane block);
-* ``batch8_linear`` 8 x 4096 @ 4096 x 4096 (``matmul.tile``): ``A @ B`` (a 64 MB weight read from memory once).
+* ``batch8_linear`` 8 x 4096 @ 4096 x 4096 (``matmul.tile``): ``A @ B`` (a 64 MB weight read from memory once);
+* ``cumsum`` 2^20: ``numpy.cumsum`` (PlaidML's triangle, ``O[i : N] = +(I[k]), i - k < N``, run as a recurrence).
 
 These run on the paths the register tiles do not take: sums into one cell in SIMD lanes
 (``codegen/c_accumulate.py``), unit-stride output loops innermost (``scheduling.vector_inner``),
@@ -58,6 +59,10 @@ def logits(A, B):
 
 def batch8_linear(A, B):
     return A @ B
+
+
+def cumsum(I):
+    return np.cumsum(I)
 
 
 def vecmat(x, A):
@@ -122,7 +127,7 @@ def conv2d_same(I, F):
 
 BASELINES = {f.__name__: f for f in (matvec, vecmat, row_sum, dot, maxpool, softmax, elementwise_chain, min_plus, row_max,
                                      min_reduce, transpose, matmul_abt, global_avgpool, conv2d_same, matmul_narrow,
-                                     batched_small, logits, batch8_linear)}
+                                     batched_small, logits, batch8_linear, cumsum)}
 #: Rows whose program is an example of another name.
 PROGRAMS = {"matmul_narrow": "matmul", "batched_small": "batched_matmul", "logits": "matmul",
             "batch8_linear": "matmul"}
@@ -152,6 +157,7 @@ def workloads(args):
         ("logits", "1024x784 @ 784x10", "M=1024,N=10,K=784", [(1024, 784), (784, 10)], 2 * 1024 * 784 * 10),
         ("batch8_linear", "8x4096 @ 4096x4096", "M=8,N=4096,K=4096", [(8, 4096), (4096, 4096)],
          2 * 8 * 4096 * 4096),
+        ("cumsum", "2^20", "N=1048576", [(1 << 20,)], 1 << 20),
     ]
     out = []
     for name, shape, dims, shapes, flops in rows:

@@ -46,6 +46,10 @@ def matvec(A, X):
     return A @ X
 
 
+def trmv(L, X):
+    return np.tril(L) @ X
+
+
 def vecmat(X, A):
     return X @ A
 
@@ -306,6 +310,7 @@ NUMPY = {
     "layernorm_stats": layernorm_stats,
     "geomean": geomean,
     "cumsum": cumsum,
+    "trmv": trmv,
     "softmax": softmax,
     "masked_max": masked_max,
     "conv1d": conv1d,

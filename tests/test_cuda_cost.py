@@ -200,7 +200,7 @@ PROMOTABLE = [
     ("conv2d", [(2, 11, 9, 5), (3, 2, 5, 7)]),
     ("conv2d_strided", None), ("conv2d_same", None), ("conv1d", None), ("depthwise_conv", None),
     ("matmul", [(37, 45), (45, 29)]), ("batched_matmul", None), ("gemm", None), ("matvec", None),
-    ("min_plus", None), ("cumsum", None),
+    ("min_plus", None), ("trmv", None),
 ]
 
 

@@ -283,11 +283,11 @@ def test_transpose_has_no_self_dependences():
         assert getattr(d, kind).intersect(self_pairs).is_empty(), kind
 
 
-def test_cumsum_triangular():
+def test_trmv_triangular():
     N = 5
-    scop, d = tile_scop("cumsum", f"N={N}")
-    Z, S = stmt(scop, "O", "fill"), stmt(scop, "O", "contract")
-    # S[i,k]: O[i] += I[k] on the triangle 0 <= k <= i < N.  Like matmul along
+    scop, d = tile_scop("trmv", f"N={N}")
+    Z, S = stmt(scop, "Y", "fill"), stmt(scop, "Y", "contract")
+    # S[i,k]: Y[i] += L[i,k] * X[k] on the triangle 0 <= k <= i < N.  Like matmul along
     # k, but each row has i + 1 updates: Z[i] -> S[i,0] (value-based),
     # S[i,k] -> S[i,k+1] while k + 1 <= i.
     assert scop.statement(S).domain.is_equal(isl.Set(f"{{ {S}[i, k] : 0 <= k <= i < {N} }}"))
@@ -299,6 +299,19 @@ def test_cumsum_triangular():
         output=f"{{ {Z}[i] -> {S}[i, k]; {S}[i, k] -> {S}[i, k'] : k' > k }}",
         reduction=f"{{ {S}[i, k] -> {S}[i, k'] : k' > k }}",
     )
+
+
+def test_cumsum_carries_each_cell_from_the_previous_one():
+    # The same triangle summing I[k] (no i in the value) is a recurrence (poly.scan): the first cell sums
+    # its one point, every later cell adds its one new term to the previous cell, which it reads.
+    N = 5
+    scop, d = tile_scop("cumsum", f"N={N}")
+    S, C = [s.name for s in scop.statements if s.kind == "contract"]
+    assert scop.statement(S).domain.is_equal(isl.Set(f"{{ {S}[0, 0] }}"))
+    assert scop.statement(C).domain.is_equal(isl.Set(f"{{ {C}[i, i] : 1 <= i < {N} }}"))
+    flow = d.flow_value
+    assert isl.UnionMap(f"{{ {S}[0, 0] -> {C}[1, 1]; {C}[i, i] -> {C}[i + 1, i + 1] : 1 <= i < {N - 1} }}") \
+        .is_subset(flow)
 
 
 def test_row_sum():

@@ -32,6 +32,7 @@ import pytest
 
 import polytile
 from polytile import ir
+from polytile.poly import body as B
 
 from numpy_programs import example_cases, example_paths, input_shapes, make_inputs
 
@@ -380,13 +381,20 @@ def _contraction_lines(spec) -> List[tuple]:
     shapes = {a.name: a.shape for a in spec.scop.arrays}
     out = []
     for st in spec.scop.statements:
-        if st.kind != "contract":
+        if st.kind != "contract" or _recurrence(spec.scop, st):
             continue
         # Every iterator bound, in order; a SIMD reduction's write-back binds only the cell's iterators.
         binds = "".join(rf"(?:const long {re.escape(v)} = [^;]*; )?" for v in st.iters)
         pat = re.compile(r"^\{ " + binds + re.escape(st.body.array) + r"\[")
         out.append((st, len(shapes[st.body.array]), [ln for ln in lines if pat.match(ln.text)]))
     return out
+
+
+def _recurrence(scop, st) -> bool:
+    """Whether contraction ``st`` is part of a prefix computed as a recurrence (poly.scan: a statement of its
+    tensor reads the cells it writes, each from the previous one); its scan axis runs in order, serially."""
+    return any(s.kind == "contract" and s.origin == st.origin and
+               any(ld.array == s.body.array for ld in B.loads(s.body.value)) for s in scop.statements)
 
 
 def _source_params():

@@ -40,9 +40,10 @@ def test_loops_that_would_not_vectorise_stay_and_parallel_ones_keep_their_region
     # row sum: its output loop strides the rows, so the sum stays innermost (in SIMD lanes instead)
     s = _default("examples/row_sum.tile", "M=64,N=40")
     assert s.loop_names(s.resolve("O"))[-1] == "j"
-    # cumsum: the output loop is the parallel one; moved inside the reduction whole it would fork per
-    # step, so its chunks stay outside in parallel (one region) and its points go innermost
-    s = _default("examples/cumsum.tile", "N=41")
+    # a running max (cumsum's triangle; a max is not carried from cell to cell, poly.scan): the output loop
+    # is the parallel one; moved inside the reduction whole it would fork per step, so its chunks stay
+    # outside in parallel (one region) and its points go innermost
+    s = _default("function (I[N]) -> (O) { O[i : N] = >(I[k]), i - k < N; }", "N=41")
     assert s.loop_names("S0") == ["i_t", "k", "i"] and ("S0", "i_t", S.PARALLEL, False) in s.marks
     assert not any(m[1] == "i" and m[2] == S.PARALLEL for m in s.marks)
     # a column min: the same, its columns innermost and unit-stride (it strided the rows before)

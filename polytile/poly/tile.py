@@ -32,6 +32,7 @@ from .. import dtypes as D
 from ..errors import CollisionError, InternalError, NonAffineError, TileSemanticError
 from ..names import NameTable
 from . import body as B
+from . import scan
 from .scop import Array, Scop, Statement
 
 _REDUCE = {"+": "+", "*": "*", ">": "max", "<": "min", "=": None}
@@ -177,7 +178,8 @@ class _Lowering:
             self.statements.append(Statement(
                 f"R{k}", cells, reached, B.Store(out.name, cell_nodes, B.Const(_py(ident), out.dtype)),
                 "reset", st.output, f"{st.output} = identity of {st.agg} on reached cells", st.loc))
-        self.statements.append(contract)
+        # A prefix sum (cumsum's triangle) as a recurrence: each cell from the previous one (poly.scan).
+        self.statements.extend(scan.carry(contract, out.dtype, st.default is not None) or [contract])
 
     def _combine(self, st: ir.Contraction, loads: List[B.Load], dtype: str) -> B.Node:
         if st.combo is None:

@@ -1,0 +1,93 @@
+"""Prefix sums and products as recurrences: PlaidML's ``cumsum`` in linear time, with the same bits.
+
+PlaidML's op library writes a cumulative sum as a contraction over a triangle,
+``O[i : N] = +(I[k]), i - k < N`` (``{ S[i, k] : 0 <= k <= i < N }``): every cell
+sums its whole prefix again, N^2/2 additions (100000 elements: 83 ms against
+numpy's 0.3).  When each cell's points are the previous cell's plus one that
+comes after them, the cell is the previous cell's value combined with that one
+term, in the order the triangle sums it::
+
+    S[i, k] : 0 <= k <= i < N        O[i] += I[k]
+  ->
+    S[i, k] : k <= i = 0             O[i] += I[k]           (cells without a previous cell)
+    Sc[i, k] : k = i and 1 <= i < N  O[i] += O[i - 1] + I[k]
+
+In isl terms, with ``T = { S[.., i, .., k] -> S[.., i + 1, .., k] }`` (i the scan
+axis) and ``cells(D)`` the points of ``D``'s cells: the carried points
+``P = T(D) ∩ cells(D)`` must lie in ``D``, and on the cells of ``P`` the
+remaining points ``D \\ P`` must be one per cell, the last of the cell in
+program order.  The value must not read ``i`` (then a term is the same in
+every cell it belongs to).  The carried statement runs after the first one,
+``i`` ascending, so ``O[i - 1]`` is complete when read.  The association is
+the triangle's: ``0 + (((0 + f0) + f1) + ... + f_i)`` against
+``0 + (((0 + f0) + ... ) + f_i)`` (a sum that starts at +0 is never -0, so the
+outer ``0 +`` changes nothing; integers are exact; ``*`` starts at 1 alike).
+Only ``+`` and ``*`` sums with no default tensor (whose cells would carry it).
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import islpy as isl
+
+from . import body as B
+from .scop import Statement
+
+
+def carry(st: Statement, dtype: str, has_default: bool) -> Optional[List[Statement]]:
+    """The two statements a prefix contraction ``st`` (into an array of ``dtype``) becomes (module docstring),
+    or None when it is not one.
+
+    >>> # O[i : N] = +(I[k]), i - k < N  ->  [S0 on { k <= i = 0 }, S0c on { k = i and 1 <= i < N }]
+    """
+    body = st.body
+    if body.reduce not in ("+", "*") or has_default or st.c_text is not None or getattr(body.value, "dtype", None) != dtype:
+        return None
+    out = B.iter_names(*body.index)
+    reds = [v for v in st.iters if v not in out]
+    if len(reds) != 1 or st.iters.index(reds[0]) != len(st.iters) - 1:
+        return None  # one reduction loop, innermost in program order: each cell sums along it
+    k = reds[0]
+    read = B.iter_names(body.value)
+    for axis, e in enumerate(body.index):
+        if isinstance(e, B.Iter) and e.name not in read and sum(e.name in B.iter_names(x) for x in body.index) == 1:
+            found = _split(st, axis, e.name, k, dtype)
+            if found is not None:
+                return found
+    return None
+
+
+def _split(st: Statement, axis: int, i: str, k: str, dtype: str) -> Optional[List[Statement]]:
+    D = st.domain
+    n = D.dim(isl.dim_type.set)
+    pos = {v: d for d, v in enumerate(st.iters)}
+    kp = pos[k]
+    names = list(st.iters)
+    nxt = [f"{v} + 1" if v == i else v for v in names]
+    shift = isl.Map(f"{{ {st.name}[{', '.join(names)}] -> {st.name}[{', '.join(nxt)}] }}", context=D.get_ctx())
+    cells = D.project_out(isl.dim_type.set, kp, 1).insert_dims(isl.dim_type.set, kp, 1).set_tuple_name(st.name)
+    carried = D.apply(shift).intersect(cells)
+    if carried.is_empty() or not carried.is_subset(D):
+        return None
+    carried_cells = carried.project_out(isl.dim_type.set, kp, 1).insert_dims(isl.dim_type.set, kp, 1) \
+        .set_tuple_name(st.name)
+    new = D.subtract(carried).intersect(carried_cells)
+
+    def by_cell(s: isl.Set) -> isl.Map:  # { cell -> k }
+        return isl.Map.from_range(s).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, n) \
+            .move_dims(isl.dim_type.out, 0, isl.dim_type.in_, kp, 1)
+
+    last = by_cell(D.intersect(carried_cells)).lexmax()
+    one = by_cell(new)
+    if not one.is_single_valued() or not one.is_equal(last):
+        return None  # more than one new term a cell, or one that is not the cell's last
+    first = D.subtract(carried_cells)
+    prev = tuple(B.Bin("-", e, B.Const(1, e.dtype), e.dtype) if a == axis else e
+                 for a, e in enumerate(st.body.index))
+    carried_value = B.Bin(st.body.reduce, B.Load(st.body.array, prev, dtype), st.body.value, dtype)
+    head = Statement(st.name, st.iters, first.coalesce(), st.body, st.kind, st.origin, st.text, st.loc)
+    tail = Statement(f"{st.name}c", st.iters, new.coalesce().set_tuple_name(f"{st.name}c"),
+                     B.Store(st.body.array, st.body.index, carried_value, st.body.reduce), st.kind, st.origin,
+                     f"{st.text}  (carried from the previous cell)", st.loc)
+    return [head, tail]
+
