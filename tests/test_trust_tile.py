@@ -218,3 +218,21 @@ def test_sizes_are_checked_against_available_memory_before_allocating(monkeypatc
         polytile.compile(src2)(A)
     monkeypatch.setattr(memory, "available_memory", lambda: None)  # unknown: no refusal
     assert polytile.reference(src, A).shape == (2, 65536)
+
+
+def test_an_empty_statement_shares_no_loop_of_a_fused_band():
+    """Fuzz campaign seed 2375 (fusion "max"): T1's contraction has no instances at these sizes, but its
+    loop names stayed in the fused band, so the schedule's full check counted T3's and T4's statements
+    (at a constant of that band) inside its parallel loop and refused a legal schedule with
+    IllegalSchedule when the small-loop pass unmarked another loop.  Now the program compiles and
+    matches the oracle."""
+    src = """function (A[D0], B[D2, 3]) -> (T4) {
+  T1[-k + (D2 - 1), 2*i - l + 1 : D0, D2 / 2] = +(A[i] * B[2*l + D2, 2*k - 2]), j - 2 < D2, j < D2;
+  T2 = floor(B) >= B / 0.25;
+  T3[j, 2*i - 2, i + 1 : D2, D2, D2] = =(B[j + 1, 2*j] * A[i]);
+  T4[] = +(T3[-i + 2, i - j + (D0 - 1), j - 1]), 2*j + 1 < D2;
+}"""
+    rng = np.random.default_rng(2375)
+    A, B = rng.integers(-3, 4, 2).astype(np.int32), rng.integers(-3, 4, (11, 3)).astype(np.int64)
+    for fusion in (None, "smart", "max"):
+        np.testing.assert_array_equal(polytile.compile(src, fusion=fusion)(A, B), polytile.reference(src, A, B))

@@ -107,7 +107,15 @@ def _thaw(v):
 
 
 def _share_loops(me: StmtSchedule, ss: StmtSchedule, dim: int) -> bool:
-    """``ss`` runs inside every loop of ``me`` outside time dimension ``dim``."""
+    """``ss`` runs inside every loop of ``me`` outside time dimension ``dim``.
+
+    A statement without instances shares no loop with another: its loop names are the band's, but isl
+    runs no loop for it, so a statement at a constant of that band (``[0, 1, ...]`` against an empty
+    ``[0, i, ...]``) is not inside it (a fused schedule's full check once flagged a legal parallel loop
+    with a dependence of statements in another nest; fuzz campaign, fusion "max").
+    """
+    if me is not ss and (me.empty or ss.empty):
+        return False
     for d in range(0, dim):
         # Different constants at any dimension where neither runs a loop (a β position, or an α
         # position isl used for a sequence: [0, 1, 0, i] vs [0, 2, 0, i]) separate them.
@@ -148,6 +156,14 @@ class StmtSchedule:
         if dim not in cache:
             cache[dim] = _dim_constant(self.map, dim)
         return cache[dim]
+
+    @property
+    def empty(self) -> bool:
+        """Whether the statement has no instances at these sizes (cached: the map never changes)."""
+        found = self.__dict__.get("_empty")
+        if found is None:
+            found = self.__dict__["_empty"] = self.map.is_empty()
+        return found
 
 
 @dataclass(frozen=True, eq=False)
