@@ -236,3 +236,20 @@ def test_an_empty_statement_shares_no_loop_of_a_fused_band():
     A, B = rng.integers(-3, 4, 2).astype(np.int32), rng.integers(-3, 4, (11, 3)).astype(np.int64)
     for fusion in (None, "smart", "max"):
         np.testing.assert_array_equal(polytile.compile(src, fusion=fusion)(A, B), polytile.reference(src, A, B))
+
+
+def test_statements_at_different_values_of_a_band_loop_share_no_loop_inside_it():
+    """Fuzz campaign seed 2675 (fusion "max"): T2's fill runs only at value 0 of an outer dimension of the
+    fused band, T2's reset and update only at 1; the full check counted the update's dependence inside
+    the fill's parallel loop (a loop name at that dimension hid the two different values) and refused
+    the schedule.  Now the program compiles and matches the oracle."""
+    src = """function (A[D0, D0, 5], B[D1, D0, D1], C[D1, D1, D1]) -> (T4) {
+  T1[i + 1, -i + 1 : D0 + 1, D0] = >(A[-j + 1, j + (D1 - 1), 2*j] * C[2*j + i + 2, j - 2, j]), 2*i + 2 < D1, j - i + (D0 - 2) < 4;
+  T2[2*j - 1 : D0 / 2] = >(C[j, i + D0, j - 1] == A[j - i, 2*j - 1, -i + (D0 - 1)] ? A[j + 1, j, -i + 2]);
+  T3 = ~T1;
+  T4 = D0 - (2.0 - T1);
+}"""
+    rng = np.random.default_rng(2675)
+    ins = [rng.integers(-3, 4, s).astype(np.int32) for s in ((5, 5, 5), (13, 5, 13), (13, 13, 13))]
+    for fusion in (None, "smart", "max"):
+        np.testing.assert_array_equal(polytile.compile(src, fusion=fusion)(*ins), polytile.reference(src, *ins))

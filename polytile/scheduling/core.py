@@ -112,17 +112,23 @@ def _share_loops(me: StmtSchedule, ss: StmtSchedule, dim: int) -> bool:
     A statement without instances shares no loop with another: its loop names are the band's, but isl
     runs no loop for it, so a statement at a constant of that band (``[0, 1, ...]`` against an empty
     ``[0, i, ...]``) is not inside it (a fused schedule's full check once flagged a legal parallel loop
-    with a dependence of statements in another nest; fuzz campaign, fusion "max").
+    with a dependence of statements in another nest; fuzz campaign, fusion "max", seeds 2375 and 2675).
     """
     if me is not ss and (me.empty or ss.empty):
         return False
     for d in range(0, dim):
         # Different constants at any dimension where neither runs a loop (a β position, or an α
-        # position isl used for a sequence: [0, 1, 0, i] vs [0, 2, 0, i]) separate them.
+        # position isl used for a sequence: [0, 1, 0, i] vs [0, 2, 0, i]) separate them; so do two
+        # different single values of a band's loop (one statement only at its iteration 0, another only
+        # at 1: no instances of the two share an iteration of it, nor so any loop inside it).
+        mine = me.constant(d)
+        if mine is None:
+            continue
         if me.names[d] is None and ss.names[d] is None:
-            mine = me.constant(d)
-            if mine is not None and ss.constant(d) != mine:
+            if ss.constant(d) != mine:
                 return False
+        elif ss.constant(d) not in (None, mine):
+            return False
     return True
 
 
