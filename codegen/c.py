@@ -36,7 +36,7 @@ from polytile.codegen.c_threads import GNU_SOURCE, SPREAD_FUNCTION, THREADS_CLAU
 from polytile.scheduling.marks import Dim, Local, Mark, Pack, Parallel, RegTile, Simd, Unroll, decode, encode
 
 from . import c_accumulate, c_regblock, microkernel, pack
-from .c_expr import PRELUDE, BodyPrinter, ctype, vector_math_prelude
+from .c_expr import PRELUDE, BodyPrinter, ctype, last_iteration, vector_math_prelude
 
 
 @dataclass(frozen=True)
@@ -335,7 +335,7 @@ class AstPrinter:
         cond = _c(n.for_get_cond()) if not n.for_is_degenerate() else ""
         accumulate, before, after, jam = {}, [], [], None
         if not marks and not self.c_source:
-            jam = c_accumulate.jam_rows(self, n, it, _last_iteration)
+            jam = c_accumulate.jam_rows(self, n, it)
             if jam is not None:  # rows summed side by side; the rest (head) and the tail as they were
                 init = jam[1]
         if self.parallel_depth and any(isinstance(m, Parallel) for m in marks):
@@ -381,7 +381,7 @@ class AstPrinter:
                 if pragmas == plain and not guard and inc == "1":
                     if _innermost_statements(n) is not None:
                         return self._outline_chunks(it, init, cond, body, pragmas)
-                    rows = c_accumulate.jam_rows(self, n, it, _last_iteration, ("pt_lo", "pt_hi"))
+                    rows = c_accumulate.jam_rows(self, n, it, ("pt_lo", "pt_hi"))
                     if rows is not None:  # each thread's chunk of rows summed side by side
                         return self._outline_chunks(it, init, cond, body, pragmas, rows)
                 body = [self._outline(it, body)]
@@ -412,7 +412,7 @@ class AstPrinter:
         :func:`c_accumulate.jam_rows` runs side by side, and the variable holding the first row it left),
         over the rows left after them.
         """
-        last = _last_iteration(cond, it)
+        last = last_iteration(cond, it)
         self.chunked_loops += 1
         loop = cgen.For(f"long {it} = {jam[1] if jam else 'pt_lo'}", f"{it} <= pt_hi", f"{it} += 1", cgen.Block(body))
         name, args = self._outlined_function(jam[0] + [loop] if jam else [loop], ("pt_lo", "pt_hi"))
@@ -511,15 +511,7 @@ def _is_box(dom: isl.Set) -> bool:
 
 def _canonical(cond: str, it: str) -> bool:
     """OpenMP wants ``it <op> bound`` with a loop-invariant bound."""
-    return _last_iteration(cond, it) is not None
-
-
-def _last_iteration(cond: str, it: str) -> Optional[str]:
-    """The last value of ``it`` under a canonical ``cond`` (``it <= b``: ``b``; ``it < b``: ``(b) - 1``), else None."""
-    m = re.match(rf"^{re.escape(it)} (<=|<) (.*)$", cond)
-    if not m or re.search(rf"\b{re.escape(it)}\b", m.group(2)):
-        return None
-    return m.group(2) if m.group(1) == "<=" else f"({m.group(2)}) - 1"
+    return last_iteration(cond, it) is not None
 
 
 def _innermost_statements(n: isl.AstNode) -> Optional[List[isl.AstExpr]]:

@@ -22,7 +22,7 @@ max 4096^2 from 6.9 ms to 1.4 ms.  (OpenMP array sections would name the cell di
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import cgen
 
@@ -33,7 +33,7 @@ from polytile.poly import body as B
 from polytile.scheduling.core import tile_simd_reduction_blocker
 from polytile.scheduling.marks import Dim, Mark, Parallel, Reduction, Simd, decode
 
-from .c_expr import c_const, ctype, update
+from .c_expr import c_const, ctype, last_iteration, update
 
 Accumulator = Tuple[Dict[str, str], Tuple, List[str], List[str]]
 
@@ -219,8 +219,7 @@ def jammable(printer, n: isl.AstNode, it: str) -> Optional[Tuple[isl.AstNode, Si
     return inner, lane
 
 
-def jam_rows(printer, n: isl.AstNode, it: str, last_iteration: Callable[[str, str], Optional[str]],
-             span: Optional[Tuple[str, str]] = None) -> Optional[Tuple[List, str]]:
+def jam_rows(printer, n: isl.AstNode, it: str, span: Optional[Tuple[str, str]] = None) -> Optional[Tuple[List, str]]:
     """Loop ``n`` over rows whose body is one Tile sum along a SIMD lane loop (:func:`lane_reduction`), as
     :data:`JAM_ROWS` rows at a time, each with its own accumulator in one SIMD loop, or None::
 
@@ -238,8 +237,7 @@ def jam_rows(printer, n: isl.AstNode, it: str, last_iteration: Callable[[str, st
     One row's sum is a chain of dependent vector adds (one per FMA latency); eight rows' are eight
     chains, and each ``X[c1]`` is loaded once for all of them.  Each row's terms are still summed in its
     own lanes, in the order the one-row loop sums them: a Tile aggregation has no order, and no other
-    statement runs in the loop.  ``last_iteration`` is the C printer's reading of a canonical condition;
-    ``span`` the first and last row to run when not the loop's own (a thread's chunk of them).  Returns
+    statement runs in the loop.  ``span`` is the first and last row to run when not the loop's own (a thread's chunk of them).  Returns
     the code and the variable holding the first row left (the loop as it was runs from there on).
     """
     found = jammable(printer, n, it)

@@ -12,7 +12,8 @@ evaluate both operands.  Both back ends print statement bodies through this modu
 from __future__ import annotations
 
 import math
-from typing import Dict
+import re
+from typing import Dict, Optional
 
 from polytile import dtypes as D
 from polytile.errors import InternalError
@@ -297,3 +298,16 @@ def update(target: str, op: str, value: str, dtype: str) -> str:
 def _helper_dtype(dtype: str) -> str:
     """The prelude's helpers are written per dtype; float16 goes through float32 (exact for these ops)."""
     return "float32" if dtype == "float16" else dtype
+
+
+def last_iteration(cond: str, it: str) -> Optional[str]:
+    """The last value of ``it`` under a canonical loop condition ``cond`` (``it <= b``: ``b``; ``it < b``:
+    ``(b) - 1``), else None (OpenMP's canonical form: a bound that does not read ``it``).
+
+    >>> last_iteration("c0 <= 69", "c0"), last_iteration("c0 < n", "c0"), last_iteration("c0 <= c0 + 1", "c0")
+    ('69', '(n) - 1', None)
+    """
+    m = re.match(rf"^{re.escape(it)} (<=|<) (.*)$", cond)
+    if not m or re.search(rf"\b{re.escape(it)}\b", m.group(2)):
+        return None
+    return m.group(2) if m.group(1) == "<=" else f"({m.group(2)}) - 1"

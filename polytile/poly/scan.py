@@ -44,38 +44,34 @@ def carry(st: Statement, dtype: str, has_default: bool) -> Optional[List[Stateme
     if body.reduce not in ("+", "*") or has_default or st.c_text is not None or getattr(body.value, "dtype", None) != dtype:
         return None
     out = B.iter_names(*body.index)
-    reds = [v for v in st.iters if v not in out]
-    if len(reds) != 1 or st.iters.index(reds[0]) != len(st.iters) - 1:
+    if [v for v in st.iters if v not in out] != list(st.iters[-1:]):
         return None  # one reduction loop, innermost in program order: each cell sums along it
-    k = reds[0]
     read = B.iter_names(body.value)
     for axis, e in enumerate(body.index):
         if isinstance(e, B.Iter) and e.name not in read and sum(e.name in B.iter_names(x) for x in body.index) == 1:
-            found = _split(st, axis, e.name, k, dtype)
+            found = _split(st, axis, e.name, dtype)
             if found is not None:
                 return found
     return None
 
 
-def _split(st: Statement, axis: int, i: str, k: str, dtype: str) -> Optional[List[Statement]]:
+def _split(st: Statement, axis: int, i: str, dtype: str) -> Optional[List[Statement]]:
     D = st.domain
-    n = D.dim(isl.dim_type.set)
-    pos = {v: d for d, v in enumerate(st.iters)}
-    kp = pos[k]
-    names = list(st.iters)
-    nxt = [f"{v} + 1" if v == i else v for v in names]
-    shift = isl.Map(f"{{ {st.name}[{', '.join(names)}] -> {st.name}[{', '.join(nxt)}] }}", context=D.get_ctx())
-    cells = D.project_out(isl.dim_type.set, kp, 1).insert_dims(isl.dim_type.set, kp, 1).set_tuple_name(st.name)
-    carried = D.apply(shift).intersect(cells)
+    n = D.dim(isl.dim_type.set)  # k is the last of the n iterators (carry)
+    nxt = [f"{v} + 1" if v == i else v for v in st.iters]
+    shift = isl.Map(f"{{ {st.name}[{', '.join(st.iters)}] -> {st.name}[{', '.join(nxt)}] }}", context=D.get_ctx())
+
+    def cells(s: isl.Set) -> isl.Set:  # the cells ``s`` reaches, at every k
+        return s.project_out(isl.dim_type.set, n - 1, 1).add_dims(isl.dim_type.set, 1).set_tuple_name(st.name)
+
+    carried = D.apply(shift).intersect(cells(D))
     if carried.is_empty() or not carried.is_subset(D):
         return None
-    carried_cells = carried.project_out(isl.dim_type.set, kp, 1).insert_dims(isl.dim_type.set, kp, 1) \
-        .set_tuple_name(st.name)
+    carried_cells = cells(carried)
     new = D.subtract(carried).intersect(carried_cells)
 
     def by_cell(s: isl.Set) -> isl.Map:  # { cell -> k }
-        return isl.Map.from_range(s).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, n) \
-            .move_dims(isl.dim_type.out, 0, isl.dim_type.in_, kp, 1)
+        return isl.Map.from_range(s).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, n - 1)
 
     last = by_cell(D.intersect(carried_cells)).lexmax()
     one = by_cell(new)
@@ -90,4 +86,3 @@ def _split(st: Statement, axis: int, i: str, k: str, dtype: str) -> Optional[Lis
                      B.Store(st.body.array, st.body.index, carried_value, st.body.reduce), st.kind, st.origin,
                      f"{st.text}  (carried from the previous cell)", st.loc)
     return [head, tail]
-
