@@ -41,6 +41,9 @@ def test_a_vector_loop_instance_is_one_lane():
     assert vector_loop(mv, "S0") == (8, 8)  # k sums A[i, k] * B[k, 0] into C[i, 0]: 8 lanes, 8 bytes moving
     f64 = polytile.schedule(MATMUL, dims=dict(M=70, K=412, N=1), hardware="host", dtypes=["float64", "float64"])
     assert vector_loop(f64, "S0") == (4, 16)
+    # Every trailing axis of one element is dropped, not only the last: B[k, 0, 0] of a 412 x 1 x 1 B.
+    b3 = "function (A[M, K], B[K, 1, 1]) -> (C) { C[i : M] = +(A[i, k] * B[k, 0, 0]); }"
+    assert vector_loop(polytile.schedule(b3, dims=dict(M=70, K=412), hardware="host"), "S0") == (8, 8)
     short = polytile.schedule(MATMUL, dims=dict(M=70, K=3, N=1), hardware="host")
     assert vector_loop(short, "S0") == (3, 8)  # at most the loop's points
     # A.T @ x: the sum runs down A's columns (a stride of M elements): scalar code.

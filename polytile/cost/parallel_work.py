@@ -106,10 +106,16 @@ def vector_loop(s: Schedule, stmt: str) -> Optional[Tuple[int, int]]:
 
 def _squeezed(index, shape) -> list:
     """``index`` without its trailing subscripts into dimensions of one element (``B[k, 0]`` of a 412 x 1
-    ``B`` moves one element along ``k``)."""
+    ``B`` moves one element along ``k``).
+
+    >>> i, k = B.Iter("i"), B.Iter("k")
+    >>> _squeezed([k, B.Const(0, "int64"), B.Const(0, "int64")], (412, 1, 1)) == [k], _squeezed([i, k], (3, 4)) == [i, k]
+    (True, True)
+    """
     index = list(index)
-    while len(index) > 1 and len(shape) == len(index) and shape[len(index) - 1] == 1:
-        index.pop()
+    if len(shape) == len(index):
+        while len(index) > 1 and shape[len(index) - 1] == 1:
+            index.pop()
     return index
 
 
