@@ -22,7 +22,7 @@ the default schedule, against the numpy formulation a user would write (one call
 * ``batched_small`` 2048 x (8 x 64 @ 64 x 8) (``batched_matmul.tile``): ``numpy.matmul`` on the stacks;
 * ``logits`` 1024 x 784 @ 784 x 10 (``matmul.tile``): ``A @ B`` (10 columns: one zero-padded 16-lane block);
 * ``batch8_linear`` 8 x 4096 @ 4096 x 4096 (``matmul.tile``): ``A @ B`` (a 64 MB weight read from memory once);
-* ``cumsum`` 2^20: ``numpy.cumsum`` (PlaidML's triangle, ``O[i : N] = +(I[k]), i - k < N``, run as a recurrence).
+* ``cumsum`` 2^20: ``numpy.cumsum`` (``examples/cumsum.tile``'s triangle, ``O[i : N] = +(I[k]), i - k < N``, run as a recurrence).
 
 These run on the paths the register tiles do not take: sums into one cell in SIMD lanes
 (``codegen/c_accumulate.py``), unit-stride output loops innermost (``scheduling.vector_inner``),

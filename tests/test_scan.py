@@ -1,4 +1,4 @@
-"""poly.scan: a prefix contraction (PlaidML's cumsum triangle) as a recurrence, each cell from the previous
+"""poly.scan: a prefix contraction (a cumsum written as a triangle) as a recurrence, each cell from the previous
 one -- linear instead of quadratic work, the same results as the oracle, and the bits of a sequential sum."""
 from __future__ import annotations
 
@@ -19,13 +19,15 @@ CARRIED = {
 }
 KEPT = {
     # a window of three (each cell loses a term as it gains one), a sum from the right (the new term comes
-    # first), a max, a prefix capped at the end (the last cells gain nothing), two reduction loops, a default
+    # first), a max, a prefix capped at the end (the last cells gain nothing), two reduction loops, a default,
     "window": ("function (I[N]) -> (O) { O[i : N] = +(I[i + j - 1]), j < 3; }", [(12,)]),
     "reversed": ("function (I[N]) -> (O) { O[i : N] = +(I[k]), k - i < N; }", [(12,)]),
     "max": ("function (I[N]) -> (O) { O[i : N] = >(I[k]), i - k < N; }", [(12,)]),
     "capped": ("function (I[N]) -> (O) { O[i : N] = +(I[k]), i - k + 2 < N + 2; }", [(12,)]),
     "two_loops": ("function (A[N, K], B[K]) -> (O) { O[i : N] = +(A[k, j] * B[j]), i - k < N; }", [(12, 4), (4,)]),
     "default": ("function (I[N], D[N]) -> (O) { O[i : N] = +(I[k]), i - k < N default D; }", [(12,), (12,)]),
+    # PlaidML 0.7.0's CumulativeSum counts the term back from the cell: its value reads i (not carried yet)
+    "plaidml": ("function (I[N]) -> (O) { O[i : N] = +(I[i - k]), k < N; }", [(12,)]),
 }
 
 

@@ -1,6 +1,6 @@
-"""Prefix sums and products as recurrences: PlaidML's ``cumsum`` in linear time, with the same bits.
+"""Prefix sums and products as recurrences: a Tile ``cumsum`` in linear time, with the same bits.
 
-PlaidML's op library writes a cumulative sum as a contraction over a triangle,
+A cumulative sum written as a contraction over a triangle (``examples/cumsum.tile``),
 ``O[i : N] = +(I[k]), i - k < N`` (``{ S[i, k] : 0 <= k <= i < N }``): every cell
 sums its whole prefix again, N^2/2 additions (100000 elements: 83 ms against
 numpy's 0.3).  When each cell's points are the previous cell's plus one that
@@ -23,6 +23,11 @@ the triangle's: ``0 + (((0 + f0) + f1) + ... + f_i)`` against
 ``0 + (((0 + f0) + ... ) + f_i)`` (a sum that starts at +0 is never -0, so the
 outer ``0 +`` changes nothing; integers are exact; ``*`` starts at 1 alike).
 Only ``+`` and ``*`` sums with no default tensor (whose cells would carry it).
+
+Not covered: PlaidML 0.7.0's own op library writes the same sum with the term
+counted back from the cell, ``O[i : N] = +(I[i - k]), k < N``; its value reads
+``i``, so a term is not the same point of the previous cell, and the triangle
+stays (a change of variables ``k' = i - k`` would bring it here).
 """
 from __future__ import annotations
 
