@@ -16,18 +16,26 @@ CARRIED = {
     "columns": ("function (I[N, C]) -> (O) { O[i, c : N, C] = +(I[k, c]), i - k < N; }", [(19, 5)]),
     "exclusive": ("function (I[N]) -> (O) { O[i : N] = +(I[k]), i - k - 1 < N - 1; }", [(23,)]),
     "squares": ("function (I[N]) -> (O) { O[i : N] = +(I[k] * I[k]), i - k < N; }", [(30,)]),
+    # PlaidML 0.7.0's CumulativeSum / CumulativeProd count the term back from the cell (k' = i - k)
+    "plaidml": ("function (I[N]) -> (O) { O[i : N] = +(I[i - k]), k < N; }", [(12,)]),
+    "plaidml_prod_ax1": ("function (I[B, N]) -> (O) { O[b, i : B, N] = *(I[b, i - k]), k < N; }", [(4, 11)]),
+    "plaidml_ax0": ("function (I[N, C]) -> (O) { O[i, c : N, C] = +(I[i - k, c]), k < N; }", [(13, 3)]),
+    # sums from the right: the scan axis runs down (i' = N - 1 - i), the new term is the cell's first
+    "reversed": ("function (I[N]) -> (O) { O[i : N] = +(I[k]), k - i < N; }", [(12,)]),
+    "reversed_plaidml": ("function (I[N]) -> (O) { O[i : N] = +(I[i + k]), k < N; }", [(12,)]),
+    "even": ("function (I[M], J[N]) -> (O) { O[i : N] = +(I[2 * i - 2 * k]), k < N; }", [(50,), (25,)]),
 }
 KEPT = {
-    # a window of three (each cell loses a term as it gains one), a sum from the right (the new term comes
-    # first), a max, a prefix capped at the end (the last cells gain nothing), two reduction loops, a default,
+    # a window of three (each cell loses a term as it gains one), a causal convolution (its weights read k),
+    # a max, a prefix capped at the end (the last cells gain nothing), two reduction loops, a default,
+    # a term read at two offsets of i
     "window": ("function (I[N]) -> (O) { O[i : N] = +(I[i + j - 1]), j < 3; }", [(12,)]),
-    "reversed": ("function (I[N]) -> (O) { O[i : N] = +(I[k]), k - i < N; }", [(12,)]),
+    "causal": ("function (I[N], W[N]) -> (O) { O[i : N] = +(I[i - k] * W[k]), k < N; }", [(12,), (12,)]),
     "max": ("function (I[N]) -> (O) { O[i : N] = >(I[k]), i - k < N; }", [(12,)]),
     "capped": ("function (I[N]) -> (O) { O[i : N] = +(I[k]), i - k + 2 < N + 2; }", [(12,)]),
     "two_loops": ("function (A[N, K], B[K]) -> (O) { O[i : N] = +(A[k, j] * B[j]), i - k < N; }", [(12, 4), (4,)]),
     "default": ("function (I[N], D[N]) -> (O) { O[i : N] = +(I[k]), i - k < N default D; }", [(12,), (12,)]),
-    # PlaidML 0.7.0's CumulativeSum counts the term back from the cell: its value reads i (not carried yet)
-    "plaidml": ("function (I[N]) -> (O) { O[i : N] = +(I[i - k]), k < N; }", [(12,)]),
+    "two_offsets": ("function (I[N]) -> (O) { O[i : N] = +(I[i - k] * I[k]), k < N; }", [(12,)]),
 }
 
 
@@ -64,10 +72,13 @@ def test_the_results_are_the_oracles(name, dtype, target):
 
 
 @pytest.mark.parametrize("target", ["openmp", "llvm"])
-def test_a_float_cumsum_has_the_bits_of_a_sequential_sum(target):
-    # numpy's cumsum adds left to right in the element type: the recurrence's association exactly.
+@pytest.mark.parametrize("name", ["cumsum", "plaidml", "reversed", "reversed_plaidml"])
+def test_a_float_cumsum_has_the_bits_of_a_sequential_sum(name, target):
+    # numpy's cumsum adds left to right in the element type: the recurrence's association exactly
+    # (from the right for the reversed sums; PlaidML's form is summed from the first element, not from i).
     X = np.random.default_rng(3).standard_normal(5000).astype(np.float32)
-    np.testing.assert_array_equal(polytile.compile(CUMSUM, target=target)(X), np.cumsum(X))
+    want = np.cumsum(X[::-1])[::-1] if name.startswith("reversed") else np.cumsum(X)
+    np.testing.assert_array_equal(polytile.compile(CARRIED[name][0], target=target)(X), want)
 
 
 def test_the_cumsum_is_one_loop_not_a_triangle():

@@ -24,7 +24,7 @@ i.e. ``C[i][j] += A[i][k] * B[k][j]`` with access relations
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import FrozenSet, Iterator, Optional, Tuple, Union
 
 INDEX = "int64"
@@ -209,3 +209,87 @@ def affine_text(e: Node) -> str:
         if e.op in ("+", "-"):
             return f"({affine_text(e.a)} {e.op} {affine_text(e.b)})"
     raise ValueError(f"not an affine index expression: {e}")
+
+
+def linear(e: Node) -> Optional[dict]:
+    """The coefficients of an index expression that is linear in its iterators (``""`` holds the
+    constant), or None (a floor division, a load, ...).
+
+    >>> linear(Bin("-", Iter("i"), Bin("*", Const(2, INDEX), Iter("k"), INDEX), INDEX))
+    {'i': 1, 'k': -2}
+    """
+    if isinstance(e, Iter):
+        return {e.name: 1}
+    if isinstance(e, Const) and isinstance(e.value, int) and not isinstance(e.value, bool):
+        return {"": e.value} if e.value else {}
+    if isinstance(e, Neg):
+        a = linear(e.operand)
+        return None if a is None else {v: -c for v, c in a.items()}
+    if isinstance(e, Bin) and e.op in ("+", "-", "*"):
+        a, b = linear(e.a), linear(e.b)
+        if a is None or b is None:
+            return None
+        if e.op == "*":
+            if set(a) <= {""}:
+                a, b = b, a
+            if not set(b) <= {""}:
+                return None
+            f = b.get("", 0)
+            return {v: c * f for v, c in a.items() if c * f}
+        sign = 1 if e.op == "+" else -1
+        out = dict(a)
+        for v, c in b.items():
+            out[v] = out.get(v, 0) + sign * c
+        return {v: c for v, c in out.items() if c}
+    return None
+
+
+def from_linear(coeffs: dict, order: Tuple[str, ...] = ()) -> Node:
+    """The index expression of ``coeffs`` (as :func:`linear` gives them), terms in ``order`` first.
+
+    >>> affine_text(from_linear({"i": 1, "k": -1, "": 2}))
+    '((i - k) + 2)'
+    """
+    node: Optional[Node] = None
+    names = [v for v in order if v in coeffs] + sorted(v for v in coeffs if v and v not in order)
+    for v in names + [""]:
+        c = coeffs.get(v, 0)
+        if c == 0:
+            continue
+        term: Node = Const(abs(c), INDEX) if v == "" else Iter(v) if abs(c) == 1 else Bin("*", Const(abs(c), INDEX), Iter(v), INDEX)
+        if node is None:
+            node = term if c > 0 else (Const(c, INDEX) if v == "" else Neg(term, INDEX))
+        else:
+            node = Bin("+" if c > 0 else "-", node, term, INDEX)
+    return Const(0, INDEX) if node is None else node
+
+
+def substitute(n: Node, sub: dict) -> Node:
+    """``n`` with iterators replaced by linear expressions (``{name: coeffs}``, coefficients as
+    :func:`linear` gives them); linear index expressions come out in their simplest form.
+
+    >>> affine_text(substitute(Bin("-", Iter("i"), Iter("k"), INDEX), {"k": {"i": 1, "k": -1}}))
+    'k'
+    """
+    lin = linear(n) if n.dtype == INDEX else None
+    if lin is not None and not isinstance(n, Const):
+        out: dict = {}
+        for v, c in lin.items():
+            for w, d in (sub.get(v, {v: 1}) if v else {"": 1}).items():
+                out[w] = out.get(w, 0) + c * d
+        return from_linear({v: c for v, c in out.items() if c})
+    if isinstance(n, Iter):
+        return from_linear(sub[n.name]) if n.name in sub else n
+    kids = children(n)
+    if not kids:
+        return n
+    new = tuple(substitute(c, sub) for c in kids)
+    if isinstance(n, Load):
+        return Load(n.array, new, n.dtype)
+    if isinstance(n, (Bin, Cmp)):
+        return replace(n, a=new[0], b=new[1])
+    if isinstance(n, Select):
+        return Select(new[0], new[1], new[2], n.dtype)
+    if isinstance(n, Call):
+        return Call(n.func, new, n.dtype)
+    return replace(n, operand=new[0])

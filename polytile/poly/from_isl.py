@@ -40,18 +40,9 @@ def _index_nodes(m: isl.Map) -> Tuple[Tuple[str, ...], Tuple[B.Node, ...]]:
         aff = pieces[0][1]
         if aff.dim(isl.dim_type.div):
             raise PolytileError(f"access {m} uses integer division; not supported in isl-text Scops")
-        node: Optional[B.Node] = None
-        for k in range(n_in):
-            c = int(aff.get_coefficient_val(isl.dim_type.in_, k).to_python())
-            if c == 0:
-                continue
-            term: B.Node = B.Iter(iters[k]) if c == 1 else B.Bin("*", B.Const(c, B.INDEX), B.Iter(iters[k]), B.INDEX)
-            node = term if node is None else B.Bin("+", node, term, B.INDEX)
-        const = int(aff.get_constant_val().to_python())
-        if node is None:
-            node = B.Const(const, B.INDEX)
-        elif const:
-            node = B.Bin("+", node, B.Const(const, B.INDEX), B.INDEX)
+        coeffs = {iters[k]: int(aff.get_coefficient_val(isl.dim_type.in_, k).to_python()) for k in range(n_in)}
+        coeffs[""] = int(aff.get_constant_val().to_python())
+        node = B.from_linear({v: c for v, c in coeffs.items() if c}, iters)
         nodes.append(node)
     return iters, tuple(nodes)
 
