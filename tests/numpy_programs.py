@@ -124,6 +124,10 @@ def cumsum(I):
     return np.cumsum(I)
 
 
+def suffix_sum(I):
+    return np.cumsum(I[::-1])[::-1]
+
+
 def softmax(X):
     e = np.exp(X - X.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
@@ -310,6 +314,7 @@ NUMPY = {
     "layernorm_stats": layernorm_stats,
     "geomean": geomean,
     "cumsum": cumsum,
+    "suffix_sum": suffix_sum,
     "trmv": trmv,
     "softmax": softmax,
     "masked_max": masked_max,

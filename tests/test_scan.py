@@ -86,3 +86,22 @@ def test_the_cumsum_is_one_loop_not_a_triangle():
     body = text[text.index("\nint pt_kernel("):text.index("\nint pt_spread(")]
     assert body.count("for (") == 2  # the zeroing and the recurrence; the triangle had a loop inside a loop
     assert "O[(i - 1)]" in body
+
+
+@pytest.mark.parametrize("name", ["cumsum", "reversed_plaidml"])
+def test_a_schedule_of_the_recurrence_replays_where_it_has_one_cell(name):
+    # At one element there is nothing to carry; the carried statement is kept, empty, so a step
+    # made at another size that names it still means something (it did not exist before).
+    from polytile import pipeline
+    from polytile import scheduling as S
+    src = CARRIED[name][0]
+    big = polytile.schedule(src, shapes={"I": (5,)}, parallel=False)
+    steps = S.TRANSFORMS["split"](big, "S0c", "i", 2).steps
+    one = polytile.schedule(src, shapes={"I": (1,)}, parallel=False)
+    assert [st.name for st in one.scop.statements if st.kind == "contract"] == ["S0", "S0c"]
+    assert one.scop.statement("S0c").domain.is_empty()
+    cur = pipeline.replay(one.scop, one.deps, steps[:1])
+    for step in steps[1:]:
+        cur = S.apply_step(cur, step)
+    X = np.array([2.5], np.float32)
+    np.testing.assert_array_equal(polytile.compile(src, schedule=cur)(X), X)

@@ -23,6 +23,8 @@ factors drawn from the schedule as it is at that point.  For every step:
 """
 from __future__ import annotations
 
+import re
+
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
@@ -55,6 +57,7 @@ TILE_CASES = (
     ("matmul_bias_relu", "M=3,K=2,N=4"),
     ("cumsum", "N=5"),
     ("trmv", "N=5"),
+    ("suffix_sum", "N=6"),
     ("row_max", "M=3,N=4"),
     ("transpose", "M=3,N=4"),
     ("conv1d", "N=2,L=5,CI=2,KW=2,CO=2"),
@@ -306,9 +309,16 @@ def apply_random_steps(data, s: S.Schedule, check_result, ops=OPS) -> S.Schedule
         except IllegalSchedule as e:
             msg = str(e)
             assert msg.startswith(f"{op}("), f"message does not name {op}: {msg}"
-            assert "must run before" in msg, msg
             with mock.patch.object(S.Schedule, "check", lambda self, what, since=None: self):
                 bad = fn(s, *args, **kw)
+            simd = re.search(r"simd loop '(\w+)' of (\w+) would no longer be innermost", msg)
+            if simd:  # a mark the step would break, not an order: check the claim itself
+                loop, stmt = simd.groups()
+                dim = bad.loop_dim(stmt, loop)
+                assert [n for d, n in bad.table[stmt].loops() if d > dim], f"simd loop is still innermost: {msg}"
+                event(f"{op}: breaks a simd mark")
+                continue
+            assert "must run before" in msg, msg
             why = brute_force_violation(bad)
             assert why, f"legal step refused: {op}{args} {kw}\n  steps so far: {[str(x) for x in s.steps]}\n  {msg}"
             event(f"{op}: illegal")
@@ -379,6 +389,7 @@ OTHER_DIMS = {
     "matmul": ("M=5,N=2,K=7", "M=1,N=6,K=2", "M=4,N=3,K=1"),
     "matmul_bias_relu": ("M=5,K=3,N=2", "M=1,K=4,N=3"),
     "cumsum": ("N=9", "N=1"),
+    "suffix_sum": ("N=9", "N=1"),
     "trmv": ("N=9", "N=1"),
     "row_max": ("M=6,N=2", "M=2,N=1"),
     "transpose": ("M=1,N=5", "M=6,N=2"),

@@ -128,19 +128,27 @@ def _split(st: Statement, axis: int, i: str, dtype: str) -> Optional[List[Statem
         return s.project_out(isl.dim_type.set, n - 1, 1).add_dims(isl.dim_type.set, 1).set_tuple_name(st.name)
 
     carried = D.apply(shift).intersect(cells(D))
-    if carried.is_empty() or not carried.is_subset(D):
-        return None
-    carried_cells = cells(carried)
-    new = D.subtract(carried).intersect(carried_cells)
+    if carried.is_empty():
+        # One cell along i (a size-1 axis): nothing to carry, but the carried statement is kept,
+        # empty, so a schedule that names it replays at this size too (N=5 -> N=1).
+        pos = st.iters.index(i)
+        if D.is_empty() or not D.dim_min_val(pos).eq(D.dim_max_val(pos)):
+            return None
+        first, new = D, isl.Set.empty(D.get_space())
+    else:
+        if not carried.is_subset(D):
+            return None
+        carried_cells = cells(carried)
+        new = D.subtract(carried).intersect(carried_cells)
 
-    def by_cell(s: isl.Set) -> isl.Map:  # { cell -> k }
-        return isl.Map.from_range(s).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, n - 1)
+        def by_cell(s: isl.Set) -> isl.Map:  # { cell -> k }
+            return isl.Map.from_range(s).move_dims(isl.dim_type.in_, 0, isl.dim_type.out, 0, n - 1)
 
-    last = by_cell(D.intersect(carried_cells)).lexmax()
-    one = by_cell(new)
-    if not one.is_single_valued() or not one.is_equal(last):
-        return None  # more than one new term a cell, or one that is not the cell's last
-    first = D.subtract(carried_cells)
+        last = by_cell(D.intersect(carried_cells)).lexmax()
+        one = by_cell(new)
+        if not one.is_single_valued() or not one.is_equal(last):
+            return None  # more than one new term a cell, or one that is not the cell's last
+        first = D.subtract(carried_cells)
     prev = tuple(B.substitute(e, {i: {i: 1, "": -1}}) if a == axis else e for a, e in enumerate(st.body.index))
     carried_value = B.Bin(st.body.reduce, B.Load(st.body.array, prev, dtype), st.body.value, dtype)
     head = Statement(st.name, st.iters, first.coalesce(), st.body, st.kind, st.origin, st.text, st.loc)
