@@ -250,8 +250,12 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
     body = plan.st.body
     inside = ir.Constant(I1, 1)
     for ld in [B.Load(body.array, tuple(body.index), plan.dtype)] + plan.per_v + plan.per_rv:
-        e = gen.body.as_type(ld.index[microkernel.column_axis(ld, mark.cols)], "int64",
-                             {**env, mark.rows: i0, mark.cols: shifted})
+        least = microkernel.lowest_column_index(plan, ld, mark.rows, mark.cols)
+        if least is None:
+            inside = ir.Constant(I1, 0)
+            break
+        e = gen.body.as_type(least, "int64", {**env, microkernel.ROW_LO: i0, microkernel.ROW_HI: iub,
+                                              mark.cols: shifted})
         inside = b.and_(inside, b.icmp_signed(">=", e, ir.Constant(I64, 0)))
     nr = ir.Constant(I64, mark.nr)
 

@@ -383,6 +383,38 @@ def always_full(plan: Plan, mark: RegTile) -> bool:
     return True
 
 
+#: Placeholder iterators of :func:`lowest_column_index`: the block's first and last row.
+ROW_LO, ROW_HI = "pt_row_lo", "pt_row_hi"
+
+
+def lowest_column_index(plan: Plan, ld: B.Load, iname: str, jname: str) -> Optional[B.Node]:
+    """The least column index ``ld`` reads in a block, as a function of the block's column ``jname``,
+    its rows (:data:`ROW_LO` / :data:`ROW_HI`) and the loops outside it; None if not linear.
+
+    An edge block shifted left (:func:`_edge_block`) is safe when this is >= 0 at the shifted column.
+    The reduction loops are not bound where that is decided, so each reduction iterator takes the
+    end of its range (over the statement's domain) that makes the index least, and the rows theirs::
+
+        I[n][ci][x0 + k0][x1 + k1], rows x0, columns x1, 0 <= k1 <= 2  ->  x1 + 0
+        O[i][j - i]                                                       ->  j - pt_row_hi
+    """
+    e = ld.index[column_axis(ld, jname)]
+    lin = B.linear(e)
+    if lin is None:
+        return None
+    sub = {}
+    for v, c in lin.items():
+        if v == iname:
+            sub[v] = {ROW_LO if c > 0 else ROW_HI: 1}
+        elif v and v != jname and plan.uses_red(plan.args[v]):
+            pos = plan.st.iters.index(v)
+            end = plan.st.domain.dim_min_val(pos) if c > 0 else plan.st.domain.dim_max_val(pos)
+            if not end.is_int():
+                return None
+            sub[v] = {"": int(end.to_python())} if int(end.to_python()) else {}
+    return B.substitute(e, sub)
+
+
 def reads_output(plan: Plan) -> bool:
     """Whether a load of the block's value reads the array the block writes (never in a Tile
     contraction).  If none does, an edge block may shift its columns left (:func:`_edge_block`: the
@@ -456,8 +488,14 @@ def _edge_block(printer, plan: Plan, mark: RegTile, reduction_loop, packed, oute
     NV = NR // V
     rows = [f"pt_er{r}" for r in range(MR)]
     inside = []
+    # The condition is evaluated before the block binds its loops' iterators: the loops outside it
+    # by their AST expressions, the reduction loops at their ends (lowest_column_index).
+    outer = {v: f"({plan.args[v]})" for v in plan.st.iters if v not in (iname, jname) and not plan.uses_red(plan.args[v])}
     for ld in [B.Load(body.array, tuple(body.index), plan.dtype)] + plan.per_v + plan.per_rv:
-        e = bp.expr(_subst(ld.index[column_axis(ld, jname)], {iname: f"({ilb})", jname: f"(({jub}) - {NR - 1})"}))
+        least = lowest_column_index(plan, ld, iname, jname)
+        if least is None:
+            return None
+        e = bp.expr(_subst(least, {**outer, ROW_LO: f"({ilb})", ROW_HI: f"({iub})", jname: f"(({jub}) - {NR - 1})"}))
         inside.append(f"({e}) >= 0")
     shift = " && ".join(dict.fromkeys(inside))
     pad = padded_columns(plan, packed, jname)

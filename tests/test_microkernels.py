@@ -310,3 +310,31 @@ def test_narrow_register_blocks_match_the_oracle(case, dtype, target):
     arrays = small_int_inputs(path, dims, dtype)
     k = polytile.compile(path, hardware="x86-avx512", target=target)
     np.testing.assert_array_equal(k(*arrays), polytile.reference(path, *arrays))
+
+
+# PlaidML's op library writes channels-first convolutions (NCHW input, HWIO filter): the register
+# block's columns are then an image axis, which the reduction's kernel offset also moves (x1 + k1).
+CHANNELS_FIRST = {
+    "nchw": ("""function (I[N, CI, L0, L1], K[LK0, LK1, CI, CO]) -> (O) {
+        O[n, co, x0, x1: N, CO, L0 - LK0 + 1, L1 - LK1 + 1] = +(I[n, ci, x0 + k0, x1 + k1] * K[k0, k1, ci, co]);
+    }""", [(2, 6, 7, 45), (3, 3, 6, 20)]),
+    "ncl": ("""function (I[N, CI, L0], K[LK0, CI, CO]) -> (O) {
+        O[n, co, x0: N, CO, L0 - LK0 + 1] = +(I[n, ci, x0 + k0] * K[k0, ci, co]);
+    }""", [(3, 5, 70), (4, 5, 11)]),
+}
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+@pytest.mark.parametrize("name", sorted(CHANNELS_FIRST))
+def test_channels_first_convolutions_run_their_edge_blocks(name, dtype, target):
+    """An edge block's shifted columns are checked before the reduction loops bind their iterators:
+    the check once named ``k1`` there, and the kernel did not compile (C) or raised (llvm)."""
+    src, shapes = CHANNELS_FIRST[name]
+    rng = np.random.default_rng(5)
+    args = [rng.integers(-3, 4, size=s).astype(dtype) for s in shapes]
+    k = polytile.compile(src, target=target)
+    np.testing.assert_array_equal(k(*args), polytile.reference(src, *args))
+    if target == "openmp":
+        assert "pt_et" in k.source(*args), "no edge block in the generated C"
+
