@@ -656,8 +656,13 @@ def _is_iter(e: B.Node, name: str) -> bool:
 
 
 def _is_iter_plus_const(e: B.Node, name: str) -> bool:
+    """``name`` plus something that does not read it: a unit stride along ``name``
+    (``j``, ``j + 1``, ``x1 + k1 - 1``; not ``2*j``, ``j + j``, ``c - j``)."""
     if _is_iter(e, name):
         return True
+    lin = B.linear(e)
+    if lin is not None:
+        return lin.get(name) == 1
     if isinstance(e, B.Bin) and e.op in ("+", "-"):
         if _is_iter(e.a, name) and not _depends(e.b, name):
             return True

@@ -347,3 +347,34 @@ def test_channels_first_register_blocks_take_channels_as_rows():
     s = polytile.schedule(src, shapes={"I": (1, 8, 30, 40), "K": (3, 3, 8, 16)})  # 28 rows of the image, 16 channels
     r = autotile.roles(s, "S0")
     assert (r.i, r.j) == ("co", "x1"), r
+
+
+# PlaidML 0.7.0's op library spells the same convolutions with unit factors and a padding constant
+# (tests/conformance/plaidml_0.7.0/conv.jsonl), "same" padding tying each kernel offset to its image axis.
+PLAIDML_NCHW = """function (I[N, CI, L0, L1], K[LK0, LK1, CI, CO]) -> (O) {
+    Pad0 = %s;
+    Pad1 = %s;
+    O[n, co, x0, x1: N, CO, %s, %s] = +(I[n, ci, 1*x0 + 1*k0 - Pad0, 1*x1 + 1*k1 - Pad1]*K[k0, k1, ci, co]);
+}"""
+PLAIDML_FORMS = {
+    "valid": PLAIDML_NCHW % ("0", "0", "(L0 - 3 + 1) / 1", "(L1 - 3 + 1) / 1"),
+    "same": PLAIDML_NCHW % ("(max(0, ((L0 + 1 - 1) / 1 - 1) * 1 + 3 - L0)) / 2",
+                            "(max(0, ((L1 + 1 - 1) / 1 - 1) * 1 + 3 - L1)) / 2", "(L0 + 1 - 1) / 1", "(L1 + 1 - 1) / 1"),
+}
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("form", sorted(PLAIDML_FORMS))
+def test_plaidml_spelled_convolutions_get_register_blocks(form, target):
+    """``1*x1 + 1*k1 - Pad1`` lowers to ``x1 + k1 - 1`` (or ``x1 + k1``), a unit stride along the
+    block's columns: before, the register tile fell back to the plain nest (NCHW 1x64x56x56 3x3 -> 64:
+    4.5 ms valid, 4.8 ms same; with it 0.59 and 1.38 on the Zen 5 VM, exploratory)."""
+    src = PLAIDML_FORMS[form]
+    rng = np.random.default_rng(11)
+    I = rng.integers(-3, 4, size=(2, 9, 12, 37)).astype(np.float32)
+    K = rng.integers(-3, 4, size=(3, 3, 9, 20)).astype(np.float32)
+    k = polytile.compile(src, target=target)
+    np.testing.assert_array_equal(k(I, K), polytile.reference(src, I, K))
+    if target == "openmp":
+        text = k.source(I, K)
+        assert "acc_0_0" in text and "regtile not applied" not in text

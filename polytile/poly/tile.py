@@ -90,10 +90,18 @@ class _Lowering:
             return B.Iter(it[e.name])
         if isinstance(e, ir.Unary) and e.op == "-":
             return B.Neg(self._index(e.operand, it, divs), B.INDEX)
+        # PlaidML's op library writes 1*x + 1*k - Pad with Pad = 0: the identities go here, so the code
+        # generators' patterns (a column index j + c, a unit stride) see x + k, as a user would write it.
         if isinstance(e, ir.Binary) and e.op in ("+", "-"):
+            if self._const(e.rhs) == 0:
+                return self._index(e.lhs, it, divs)
+            if e.op == "+" and self._const(e.lhs) == 0:
+                return self._index(e.rhs, it, divs)
             return B.Bin(e.op, self._index(e.lhs, it, divs), self._index(e.rhs, it, divs), B.INDEX)
         if isinstance(e, ir.Binary) and e.op == "*":
             lc, rc = self._const(e.lhs), self._const(e.rhs)
+            if lc == 1 or rc == 1:
+                return self._index(e.rhs if lc == 1 else e.lhs, it, divs)
             if lc is not None:
                 return B.Bin("*", B.Const(lc, B.INDEX), self._index(e.rhs, it, divs), B.INDEX)
             if rc is not None:
