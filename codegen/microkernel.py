@@ -191,9 +191,13 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
         di = any(_depends(e, iname) for e in ld.index)
         if dj:
             axis = column_axis(ld, jname)
+            if axis is None and not di:
+                axis = column_axis(ld, jname, stepped=True)
+                if axis is not None:
+                    strided.append(ld)  # every lane its own element: gathered whatever the axis
             if axis is None or (axis != len(ld.index) - 1 and di):
                 raise _Fallback(f"load of {ld.array} is not unit-stride along {jname}")
-            if axis != len(ld.index) - 1:
+            if axis != len(ld.index) - 1 and ld not in strided:
                 strided.append(ld)
         (per_rv if (di and dj) else per_v if dj else per_r if di else per_k).append(ld)
     names: Dict[B.Load, str] = {}
@@ -202,15 +206,21 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
     return Plan(red_loops, block, call, st, args, dtype, loads, per_k, per_r, per_v, per_rv, names, tuple(strided))
 
 
-def column_axis(ld: B.Load, jname: str) -> Optional[int]:
+def column_axis(ld: B.Load, jname: str, stepped: bool = False) -> Optional[int]:
     """The one axis of ``ld`` that moves with the column loop ``jname``, indexed ``j + c``; else None.
+    With ``stepped``, also one indexed ``s*j + c`` for a step ``s > 1`` (a strided convolution's
+    ``I[n][ci][y][2*x + kx]``), whose vectors are gathered lane by lane (:attr:`Plan.strided`).
 
-    >>> # B[k][j + 1] -> 1;  B[j][k] -> 0 (a strided column operand);  B[j][j] -> None
+    >>> # B[k][j + 1] -> 1;  B[j][k] -> 0 (a strided column operand);  B[j][j] -> None;  B[2*j] -> 0 if stepped
     """
     axes = [d for d, e in enumerate(ld.index) if _depends(e, jname)]
-    if len(axes) != 1 or not _is_iter_plus_const(ld.index[axes[0]], jname):
+    if len(axes) != 1:
         return None
-    return axes[0]
+    e = ld.index[axes[0]]
+    if _is_iter_plus_const(e, jname):
+        return axes[0]
+    lin = B.linear(e) if stepped else None
+    return axes[0] if lin is not None and lin.get(jname, 0) > 1 else None
 
 
 def chain(stmts, n: isl.AstNode, mark: RegTile):
@@ -398,7 +408,7 @@ def lowest_column_index(plan: Plan, ld: B.Load, iname: str, jname: str) -> Optio
         I[n][ci][x0 + k0][x1 + k1], rows x0, columns x1, 0 <= k1 <= 2  ->  x1 + 0
         O[i][j - i]                                                       ->  j - pt_row_hi
     """
-    e = ld.index[column_axis(ld, jname)]
+    e = ld.index[column_axis(ld, jname, stepped=True)]
     lin = B.linear(e)
     if lin is None:
         return None
