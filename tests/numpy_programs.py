@@ -182,6 +182,11 @@ def conv2d_same(I, F):
     return _conv2d_valid(padded, F)
 
 
+def conv2d_nchw(I, F):
+    # channels-first: the NHWC "same" convolution of the transposed image, transposed back.
+    return conv2d_same(I.transpose(0, 2, 3, 1), F).transpose(0, 3, 1, 2)
+
+
 def conv2d_strided(I, F):
     # A stride-2 convolution keeps every other row/column of the stride-1 one;
     # there are (H - KH) // 2 + 1 of them.
@@ -321,6 +326,7 @@ NUMPY = {
     "conv1d": conv1d,
     "conv2d": conv2d,
     "conv2d_same": conv2d_same,
+    "conv2d_nchw": conv2d_nchw,
     "conv2d_strided": conv2d_strided,
     "depthwise_conv": depthwise_conv,
     "maxpool": maxpool,
