@@ -122,9 +122,11 @@ static inline float pt_max_float32(float a, float b) { return (a != a || a > b) 
 static inline float pt_min_float32(float a, float b) { return (a != a || a < b) ? a : b; }
 static inline double pt_max_float64(double a, double b) { return (a != a || a > b) ? a : b; }
 static inline double pt_min_float64(double a, double b) { return (a != a || a < b) ? a : b; }
-""" + _TYPED_HELPERS + r"""/* PlaidML's round(): half away from zero. */
-static inline double pt_round(double x) { return x < 0 ? -floor(-x + 0.5) : floor(x + 0.5); }
-static inline float pt_roundf(float x) { return x < 0 ? -floorf(-x + 0.5f) : floorf(x + 0.5f); }
+""" + _TYPED_HELPERS + r"""/* PlaidML's round(): half away from zero, exactly (C's round()).  floor(x + 0.5) was not: 0.49999997f + 0.5f
+   rounds to 1.  Adding the largest value below one half, signed like x, rounds a half up (the tie goes
+   to the even, larger magnitude) and anything less down; trunc then drops the fraction.  No branch. */
+static inline double pt_round(double x) { return trunc(x + copysign(0.49999999999999994, x)); }
+static inline float pt_roundf(float x) { return truncf(x + copysignf(0.49999997f, x)); }
 /* numpy integer power (non-negative exponents; negative ones give 0 like C truncation). */
 static inline int64_t pt_ipow(int64_t b, int64_t e) {
   int64_t r = 1;

@@ -314,13 +314,8 @@ class BodyEmitter:
         return self.b.call(self.function(name + suffix, t, [t] * len(args)), args)
 
     def round(self, x: ir.Value, dtype: str) -> ir.Value:
-        """``pt_round``: ``x < 0 ? -floor(-x + 0.5) : floor(x + 0.5)`` (half away from zero)."""
-        b = self.b
-        half = ir.Constant(x.type, 0.5)
-        floor = self.intrinsic(f"llvm.floor.{'f32' if dtype == 'float32' else 'f64'}", x.type, [x.type])
-        neg = b.fneg(b.call(floor, [b.fadd(b.fneg(x), half, flags=FP)]))
-        pos = b.call(floor, [b.fadd(x, half, flags=FP)])
-        return b.select(b.fcmp_ordered("<", x, ir.Constant(x.type, 0.0)), neg, pos)
+        """``pt_round``: half away from zero, exactly: LLVM's ``llvm.round`` is C's ``round()``."""
+        return self.b.call(self.intrinsic(f"llvm.round.{'f32' if dtype == 'float32' else 'f64'}", x.type, [x.type]), [x])
 
     def call(self, n: B.Call, env) -> ir.Value:
         """Builtins with the meaning of :meth:`.c_expr.BodyPrinter.call`."""

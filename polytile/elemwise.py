@@ -53,8 +53,20 @@ MATH: Mapping[str, Callable[..., Any]] = {
     "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
     "floor": np.floor, "ceil": np.ceil, "erf": None, "pow": np.power, "recip": None,
     # PlaidML (OpenCL/C) round() rounds half away from zero, not to even.
-    "round": lambda x: np.where(x < 0, -np.floor(-x + 0.5), np.floor(x + 0.5)).astype(x.dtype, copy=False),
+    "round": lambda x: _round_half_away(x),
 }
+
+
+def _round_half_away(x):
+    """C's ``round()`` on a float array: ``x - trunc(x)`` is exact, so the half is seen exactly
+    (``floor(x + 0.5)`` rounds 0.49999997 up: the sum is 1.0 in float32).
+
+    >>> _round_half_away(np.array([0.49999997, -2.5, 2.5, 8388609.0], np.float32)).tolist()
+    [0.0, -3.0, 3.0, 8388609.0]
+    """
+    t = np.trunc(x)
+    with np.errstate(invalid="ignore"):  # inf - inf: a NaN that fails the test, leaving t
+        return np.where(np.abs(x - t) >= 0.5, t + np.copysign(np.ones_like(t), x), t).astype(x.dtype, copy=False)
 
 #: Every elementwise function and its arity (None: any).
 FUNCTIONS: Mapping[str, int] = {
