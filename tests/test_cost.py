@@ -508,3 +508,23 @@ def test_ties_go_to_the_configuration_furthest_from_the_memory_roof():
               and autotile.structure_key(s, c) == autotile.structure_key(s, cfg)]
     assert len(rivals) > 1
     assert all(level <= sum(cost.predict_config(s, c, hw).level_time_s.values()) for c in rivals)
+
+
+def test_count_points_is_isl_count_on_products_and_couplings():
+    """cost.footprints.count_points splits a domain into independent groups of iterators; the count
+    must be isl's on the whole set: products, ties (a dilated or padded convolution), equalities,
+    integer divisions (left to isl), unions and the empty set."""
+    import islpy as isl
+    from polytile.cost.footprints import count_points
+    cases = [
+        "{ S[n, x, y, k, l] : 0 <= n < 2 and 0 <= k < 3 and 0 <= l < 3 and 0 <= x + 2*k < 12 and 0 <= x < 9 and 0 <= y + 2*l < 11 and 0 <= y < 7 }",
+        "{ S[i, j, k] : 0 <= i < 10 and 0 <= j < 10 and 0 <= k <= j }",
+        "{ S[i, j] : 0 <= i < 7 and j = 2i + 1 }",
+        "{ S[i, j] : 0 <= i < 20 and 0 <= j < 5 and i mod 3 = 0 }",
+        "{ S[i, j] : 0 <= i < 4 and 0 <= j < 4; S[i, j] : 10 <= i < 12 and 0 <= j <= i - 10 }",
+        "{ S[i, j] : 0 <= i < 4 and 5 <= j < 4 }",
+        "{ S[i] : 0 <= i < 1 }",
+    ]
+    for text in cases:
+        s = isl.Set(text)
+        assert count_points(s) == int(s.count_val().to_python()), text

@@ -91,7 +91,7 @@ class _StmtInfo:
             elif len(self.extent) == self.n and dom.is_equal(self.box_set({})):
                 self._count = math.prod(self.extent.values()) if self.n else 1
             else:
-                self._count = int(dom.count_val().to_python())
+                self._count = count_points(dom)
         return self._count
 
     def box_set(self, box: Mapping[str, Tuple[int, int]]) -> isl.Set:
@@ -107,6 +107,48 @@ class _StmtInfo:
             s = s.lower_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(self.ctx, int(lo)))
             s = s.upper_bound_val(isl.dim_type.set, d, isl.Val.int_from_si(self.ctx, int(lo) + int(size) - 1))
         return s
+
+
+def count_points(dom: isl.Set) -> int:
+    """``|dom|``, as the product of the counts of its independent groups of iterators when the
+    domain is one basic set whose constraints leave it a product (no integer divisions).
+
+    isl's count_val works on the whole set: a dilated convolution's 7-D domain, where only
+    ``x0 + 2*k0 < H`` and ``x1 + 2*k1 < W`` tie iterators together, took it 5 s; the same
+    count as (n)(x0, k0)(x1, k1)(ci)(co) takes milliseconds.
+
+    >>> count_points(isl.Set("{ S[i, j, k] : 0 <= i < 10 and 0 <= j < 10 and 0 <= k <= j }"))
+    550
+    """
+    bsets = dom.coalesce().get_basic_sets()
+    if len(bsets) != 1 or bsets[0].dim(isl.dim_type.div):
+        return int(dom.count_val().to_python())
+    bs = bsets[0].remove_redundancies()
+    n = bs.dim(isl.dim_type.set)
+    group = list(range(n))
+
+    def root(d: int) -> int:
+        while group[d] != d:
+            d = group[d]
+        return d
+
+    for c in bs.get_constraints():
+        dims = [d for d in range(n) if not c.get_coefficient_val(isl.dim_type.set, d).is_zero()]
+        for d in dims[1:]:
+            group[root(d)] = root(dims[0])
+    parts: Dict[int, list] = {}
+    for d in range(n):
+        parts.setdefault(root(d), []).append(d)
+    if len(parts) == 1:
+        return int(dom.count_val().to_python())
+    total = 1
+    for dims in parts.values():
+        s = isl.Set.from_basic_set(bs)
+        for d in reversed(range(n)):
+            if d not in dims:
+                s = s.project_out(isl.dim_type.set, d, 1)
+        total *= int(s.count_val().to_python())
+    return total
 
 
 _INFO: "weakref.WeakKeyDictionary[Statement, _StmtInfo]" = weakref.WeakKeyDictionary()
