@@ -229,8 +229,8 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
         _check_vectorisable(plan.st.body.value, plan.dtype)
         # Everything evaluated before the tile's first block: a name out of scope falls back cleanly.
         (i0, iub), (j0, jub) = (_bounds(gen, plan, k, role) for k, role in enumerate((mark.rows, mark.cols)))
-        env = {v: gen.aexpr(plan.call.op_get_arg(k + 1)) for k, v in enumerate(plan.st.iters)
-               if v not in (mark.rows, mark.cols) and not plan.uses_red(plan.args[v])}
+        env = {v: gen.aexpr(plan.call.op_get_arg(plan.st.iters.index(v) + 1))
+               for v in plan.outer_iters(mark.rows, mark.cols)}
     except (microkernel.Fallback, _Unbound) as why:
         gen.notes.append(f"regtile not applied: {why}")
         return False

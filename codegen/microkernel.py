@@ -158,6 +158,11 @@ class Plan:
         """Whether the C expression ``text`` names a reduction loop's iterator."""
         return any(mentions(text, r) for r in self.red_iters)
 
+    def outer_iters(self, iname: str, jname: str) -> List[str]:
+        """The statement's iterators bound outside the block: neither its rows ``iname``, its columns
+        ``jname``, nor set by a reduction loop (their values are known before the first block)."""
+        return [v for v in self.st.iters if v not in (iname, jname) and not self.uses_red(self.args[v])]
+
 
 def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
     """The register tile of mark ``mark`` over subtree ``n``; raises :class:`_Fallback` when the pattern does not apply.
@@ -190,14 +195,12 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
         dj = any(_depends(e, jname) for e in ld.index)
         di = any(_depends(e, iname) for e in ld.index)
         if dj:
-            axis = column_axis(ld, jname)
-            if axis is None and not di:
-                axis = column_axis(ld, jname, stepped=True)
-                if axis is not None:
-                    strided.append(ld)  # every lane its own element: gathered whatever the axis
+            unit = column_axis(ld, jname)
+            # A step above one only where the load does not move with the rows: gathered lane by lane.
+            axis = unit if unit is not None or di else column_axis(ld, jname, stepped=True)
             if axis is None or (axis != len(ld.index) - 1 and di):
                 raise _Fallback(f"load of {ld.array} is not unit-stride along {jname}")
-            if axis != len(ld.index) - 1 and ld not in strided:
+            if unit is None or axis != len(ld.index) - 1:
                 strided.append(ld)
         (per_rv if (di and dj) else per_v if dj else per_r if di else per_k).append(ld)
     names: Dict[B.Load, str] = {}
@@ -302,8 +305,7 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
     printer.vector_types.add((dtype, V))
     NV = NR // V
     bp = printer.body
-    outer_binds = [f"const long {v} = {args[v]};" for v in st.iters
-                   if v not in (iname, jname) and not uses_red(args[v])]
+    outer_binds = [f"const long {v} = {args[v]};" for v in plan.outer_iters(iname, jname)]
     lines: List[str] = outer_binds + [f"const long pt_i0 = {ilb}; const long pt_j0 = {jlb};"]
     segment = segment_sum(plan)
     identity = c_const(0 if body.reduce == "+" else 1, dtype)
@@ -500,7 +502,7 @@ def _edge_block(printer, plan: Plan, mark: RegTile, reduction_loop, packed, oute
     inside = []
     # The condition is evaluated before the block binds its loops' iterators: the loops outside it
     # by their AST expressions, the reduction loops at their ends (lowest_column_index).
-    outer = {v: f"({plan.args[v]})" for v in plan.st.iters if v not in (iname, jname) and not plan.uses_red(plan.args[v])}
+    outer = {v: f"({plan.args[v]})" for v in plan.outer_iters(iname, jname)}
     for ld in [B.Load(body.array, tuple(body.index), plan.dtype)] + plan.per_v + plan.per_rv:
         least = lowest_column_index(plan, ld, iname, jname)
         if least is None:

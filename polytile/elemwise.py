@@ -47,15 +47,6 @@ from .errors import InternalError, ShapeError
 
 __all__ = ["Lit", "Ops", "NumpyOps", "walk", "MATH", "FUNCTIONS", "CASTS", "SPECIAL", "lit_type"]
 
-#: Math functions (one argument unless noted) with their float implementation.
-MATH: Mapping[str, Callable[..., Any]] = {
-    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
-    "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
-    "floor": np.floor, "ceil": np.ceil, "erf": None, "pow": np.power, "recip": None,
-    # PlaidML (OpenCL/C) round() rounds half away from zero, not to even.
-    "round": lambda x: _round_half_away(x),
-}
-
 
 def _round_half_away(x):
     """C's ``round()`` on a float array: ``x - trunc(x)`` is exact, so the half is seen exactly
@@ -67,6 +58,16 @@ def _round_half_away(x):
     t = np.trunc(x)
     with np.errstate(invalid="ignore"):  # inf - inf: a NaN that fails the test, leaving t
         return np.where(np.abs(x - t) >= 0.5, t + np.copysign(np.ones_like(t), x), t).astype(x.dtype, copy=False)
+
+
+#: Math functions (one argument unless noted) with their float implementation.
+MATH: Mapping[str, Callable[..., Any]] = {
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "sinh": np.sinh, "cosh": np.cosh, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+    "floor": np.floor, "ceil": np.ceil, "erf": None, "pow": np.power, "recip": None,
+    # PlaidML (OpenCL/C) round() rounds half away from zero, not to even.
+    "round": _round_half_away,
+}
 
 #: Every elementwise function and its arity (None: any).
 FUNCTIONS: Mapping[str, int] = {
