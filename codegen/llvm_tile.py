@@ -247,22 +247,35 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
     shifted = b.sub(jub, ir.Constant(I64, mark.nr - 1))
     edge = b.and_(b.and_(b.icmp_signed(">=", rows, one), b.icmp_signed("<=", rows, ir.Constant(I64, mark.mr))),
                   b.and_(b.icmp_signed(">=", cols, one), b.icmp_signed("<=", cols, ir.Constant(I64, mark.nr))))
-    body = plan.st.body
-    inside = ir.Constant(I1, 1)
-    for ld in [B.Load(body.array, tuple(body.index), plan.dtype)] + plan.per_v + plan.per_rv:
-        least = microkernel.lowest_column_index(plan, ld, mark.rows, mark.cols)
-        if least is None:
-            inside = ir.Constant(I1, 0)
+    at = {**env, microkernel.ROW_LO: i0, microkernel.ROW_HI: iub}
+    inside, keep = ir.Constant(I1, 1), ir.Constant(I1, 1)
+    last = b.add(j0, ir.Constant(I64, mark.nr - 1))
+    for ld in microkernel.edge_loads(plan):
+        least = microkernel.column_index_bound(plan, ld, mark.rows, mark.cols)
+        most = microkernel.column_index_bound(plan, ld, mark.rows, mark.cols, least=False)
+        if least is None or most is None:
+            inside = keep = ir.Constant(I1, 0)
             break
-        e = gen.body.as_type(least, "int64", {**env, microkernel.ROW_LO: i0, microkernel.ROW_HI: iub,
-                                              mark.cols: shifted})
+        e = gen.body.as_type(least, "int64", {**at, mark.cols: shifted})
         inside = b.and_(inside, b.icmp_signed(">=", e, ir.Constant(I64, 0)))
+        extent = gen.arrays[ld.array].shape[microkernel.column_axis(ld, mark.cols, stepped=True)]
+        e = gen.body.as_type(most, "int64", {**at, mark.cols: last})
+        keep = b.and_(keep, b.icmp_signed("<", e, ir.Constant(I64, extent)))
     nr = ir.Constant(I64, mark.nr)
 
     def shifted_edge() -> None:
         _fast(gen, plan, mark, env, i0, shifted, (rows, gen.b.sub(j0, shifted), nr, False))
     packed = microkernel.packed_loads(gen.packed, plan.per_r, plan.per_v, mark.rows, mark.cols, mark.mr, mark.nr,
                                       plan.red_iters)
+    if microkernel.right_anchored(plan, packed, mark.cols):
+        # Columns that cannot shift left keep their first when the lanes past the last stay inside.
+        gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0),
+                 lambda: gen.when(b.and_(edge, inside), shifted_edge,
+                                  lambda: gen.when(b.and_(edge, keep),
+                                                   lambda: _fast(gen, plan, mark, env, i0, j0,
+                                                                 (rows, ir.Constant(I64, 0), cols, False)),
+                                                   generic)))
+        return True
     if not microkernel.padded_columns(plan, packed, mark.cols):
         gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0),
                  lambda: gen.when(b.and_(edge, inside), shifted_edge, generic))
