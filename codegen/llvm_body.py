@@ -310,8 +310,22 @@ class BodyEmitter:
         if name == "round":
             return self.round(args[0], dtype)
         if self.vector.available(name + suffix):
+            if name == "exp":
+                return self.guarded_exp(args[0], dtype)
             return self.vector.call(self.b, name + suffix, args, t)
         return self.b.call(self.function(name + suffix, t, [t] * len(args)), args)
+
+    def guarded_exp(self, x: ir.Value, dtype: str) -> ir.Value:
+        """The C prelude's ``pt_expf``/``pt_exp`` (:data:`.c_expr._GUARDED_EXP`): lanes whose result is
+        exactly 0 or inf take glibc's vector exp of 0 and their value by select, so no lane of a masked
+        softmax's ``exp(-1e9)`` goes through libmvec's scalar callout."""
+        b, t = self.b, value_type(dtype)
+        shift, half = (7.5, 96.5) if dtype == "float32" else (18.0, 728.0)
+        far = b.fcmp_ordered(">", b.call(self.intrinsic(f"llvm.fabs.{'f32' if dtype == 'float32' else 'f64'}", t, [t]),
+                                         [b.fadd(x, ir.Constant(t, shift))]), ir.Constant(t, half))
+        r = self.vector.call(b, "expf" if dtype == "float32" else "exp", [b.select(far, ir.Constant(t, 0.0), x)], t)
+        s = b.select(b.fcmp_ordered(">", x, ir.Constant(t, 0.0)), ir.Constant(t, float("inf")), ir.Constant(t, 0.0))
+        return b.select(far, s, r)
 
     def round(self, x: ir.Value, dtype: str) -> ir.Value:
         """``pt_round``: half away from zero, exactly: LLVM's ``llvm.round`` is C's ``round()``."""
