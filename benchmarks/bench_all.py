@@ -332,6 +332,7 @@ class Workload:
     target: float                        # "must reach" ratio (numpy / polytile)
     aim: Optional[float] = None
     fusion_report: bool = False          # report contracted bytes / traffic saved of the default schedule
+    inputs: Optional[Callable[[List[np.ndarray]], List[np.ndarray]]] = None  # reshapes the normal draws (masks)
 
 
 @dataclass
@@ -431,6 +432,8 @@ def workload_inputs(w: Workload, key: str, seed: int, tmp: Path):
     """The workload's float32 inputs, their ``.npy`` files in ``tmp`` (for the numpy workers), and the
     float64 answer they are checked against."""
     arrays = random_inputs(w.shapes, ["float32"] * len(w.shapes), "normal", seed)
+    if w.inputs is not None:
+        arrays = w.inputs(arrays)
     files = []
     for n, a in enumerate(arrays):
         files.append(str(tmp / f"{key}-in{n}.npy"))

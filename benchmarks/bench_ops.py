@@ -1,6 +1,6 @@
 """Reductions, pooling, elementwise programs and narrow products against numpy: the shapes that are not a big GEMM.
 
-    python benchmarks/bench_ops.py                     # twenty workloads, ~7 minutes
+    python benchmarks/bench_ops.py                     # twenty-one workloads, ~7 minutes
     python benchmarks/bench_ops.py --only matvec softmax
 
 Each row is an ``examples/`` program at the size below, float32 standard normal inputs, compiled with
@@ -10,7 +10,8 @@ the default schedule, against the numpy formulation a user would write (one call
 * ``row_sum`` 2048 x 2048: ``I.sum(axis=1)``;
 * ``dot`` 2^20: ``numpy.dot``;
 * ``maxpool`` 2x2 over 8 x 64 x 64 x 32 (NHWC): ``I.reshape(8, 32, 2, 32, 2, 32).max(axis=(2, 4))``;
-* ``softmax`` 1024 x 1024 over rows: ``exp(X - max) / sum``;
+* ``softmax`` 1024 x 1024 over rows: ``exp(X - max) / sum``; ``softmax_masked`` the same with 30% of the
+  entries -1e9 (an attention mask: exp's result is exactly 0 there);
 * ``elementwise_chain`` 2^20: ``where(X >= Y, exp(-|X|) + tanh(X) sigmoid(Y), sqrt|XY| - tanh(X) sigmoid(Y))``;
 * ``min_plus`` 256^3 (tropical matmul): ``(A[:, :, None] + B[None]).min(axis=1)``;
 * ``row_max`` 4096^2: ``I.max(axis=1)``; ``min_reduce`` 4096^2 (column minima): ``I.min(axis=0)``;
@@ -93,6 +94,16 @@ def softmax(X):
     return E / E.sum(axis=1, keepdims=True)
 
 
+def softmax_masked(X):
+    return softmax(X)
+
+
+def _masked(arrays):
+    """30% of the entries set to -1e9, as an attention mask writes them (seeded)."""
+    X, = arrays
+    return [np.where(np.random.default_rng(1).random(X.shape) < 0.3, np.float32(-1e9), X)]
+
+
 def elementwise_chain(X, Y):
     T = np.tanh(X) / (1 + np.exp(-Y))
     return np.where(X >= Y, np.exp(-np.abs(X)) + T, np.sqrt(np.abs(X * Y)) - T)
@@ -131,12 +142,14 @@ def conv2d_same(I, F):
     return (cols @ F.reshape(9 * ci, -1)).reshape(n, h, w, -1)
 
 
-BASELINES = {f.__name__: f for f in (matvec, vecmat, row_sum, dot, maxpool, softmax, elementwise_chain, min_plus, row_max,
-                                     min_reduce, transpose, matmul_abt, global_avgpool, conv2d_same, matmul_narrow,
+BASELINES = {f.__name__: f for f in (matvec, vecmat, row_sum, dot, maxpool, softmax, softmax_masked, elementwise_chain,
+                                     min_plus, row_max, min_reduce, transpose, matmul_abt, global_avgpool, conv2d_same, matmul_narrow,
                                      batched_small, logits, batch8_linear, cumsum, conv2d_nchw)}
 #: Rows whose program is an example of another name.
 PROGRAMS = {"matmul_narrow": "matmul", "batched_small": "batched_matmul", "logits": "matmul",
-            "batch8_linear": "matmul"}
+            "batch8_linear": "matmul", "softmax_masked": "softmax"}
+#: Rows whose inputs are not plain standard normals.
+INPUTS = {"softmax_masked": _masked}
 
 
 def workloads(args):
@@ -148,6 +161,7 @@ def workloads(args):
         ("dot", "2^20", "L=1048576", [(1 << 20,), (1 << 20,)], 2 << 20),
         ("maxpool", "8x64x64x32, 2x2", "N=8,H=64,W=64,C=32", [(8, 64, 64, 32)], 8 * 64 * 64 * 32),
         ("softmax", "1024x1024", "M=1024,N=1024", [(1024, 1024)], 5 * 1024 * 1024),
+        ("softmax_masked", "1024x1024, 30% -1e9", "M=1024,N=1024", [(1024, 1024)], 5 * 1024 * 1024),
         ("elementwise_chain", "2^20", "N=1048576", [(1 << 20,), (1 << 20,)], 16 << 20),
         ("min_plus", "256^3", "M=256,K=256,N=256", [(256, 256), (256, 256)], 2 * 256 ** 3),
         ("row_max", "4096x4096", "M=4096,N=4096", [(4096, 4096)], 4096 * 4096),
@@ -173,7 +187,7 @@ def workloads(args):
             continue
         out.append(bench_all.Workload(name, shape, ex / f"{PROGRAMS.get(name, name)}.tile", dims, shapes,
                                       BASELINES[name], (name,),
-                                      flops, target=1.0))
+                                      flops, target=1.0, inputs=INPUTS.get(name)))
     return out
 
 
