@@ -378,7 +378,8 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         for r in range(MR):
             for v in range(NV):
                 gen.b.store(start if segment else vload(out_ptr[r][v]), acc[r][v])
-        _prefetch_next_block(gen, body, MR, NR, V, at, iname)
+        if not plan.out_strided:  # microkernel._emit: whole lines only along a unit-stride output
+            _prefetch_next_block(gen, body, MR, NR, V, at, iname)
     else:
         cells = gen.alloca(scalar, MR * NR)
         _edge_cells(gen, body, env, iname, jname, i0, j0, row, cells, edge[1], edge[2], MR, NR, load=True)
@@ -516,6 +517,14 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         for r in range(MR):
             for v in range(NV):
                 value = gen.b.load(acc[r][v])
+                if plan.out_strided:
+                    # Each lane to its own cell (microkernel.analyse: out_strided implies the segment sum).
+                    for x in range(V):
+                        where = {**at(r, v), jname: gen.b.add(at(r, v)[jname], ir.Constant(I64, x))}
+                        ptr = gen.body.access(body.array, body.index, where)
+                        lane = gen.b.extract_element(value, ir.Constant(I32, x))
+                        gen.body.store_elem(combine(gen.body.load_elem(ptr, dtype), lane), ptr, dtype)
+                    continue
                 if segment:
                     value = combine(vload(out_ptr[r][v]), value)
                 gen.b.store(value, gen.b.bitcast(out_ptr[r][v], vt.as_pointer()), align=align)

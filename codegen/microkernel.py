@@ -13,6 +13,10 @@ code is, for a full ``MR x NR`` block::
         acc_r_v += a_r * b_v
     C[i0 + r][j0 + v*V : +V] += acc_r_v            (segment_sum; else acc starts from C)
 
+The columns may also be an output axis other than the last (:attr:`Plan.out_strided`: a channels-first
+convolution's output channels, ``O[n][co][y][x]``, whose filter ``K[ky][kx][ci][co]`` is the vector
+operand): the sums are the same, each lane of ``acc_r_v`` is added to its own cell at the end.
+
 fully unrolled in the text, so the ``MR * NR/V`` accumulators live in
 registers and every load is hoisted to the loop level where it varies.
 Partial blocks (at the edges) run the same micro-kernel as an edge block
@@ -133,7 +137,9 @@ class Plan:
     the loads of the value are split by what they vary with (``per_k``: neither block loop,
     ``per_r``: the rows only, ``per_v``: the columns only, ``per_rv``: both).  ``strided`` are the
     ``per_v`` loads whose column axis is not their last (``B[j][k]`` of ``A @ B.T``): a packed sliver
-    makes them unit-stride; unpacked, each vector is gathered lane by lane.
+    makes them unit-stride; unpacked, each vector is gathered lane by lane.  ``out_strided``: the
+    output's column axis is not its last (autotile.roles, short last axes); a full block then adds
+    each lane to its cell (the block's segment sum, :func:`segment_sum`, is required).
     """
 
     red_loops: List[Tuple[isl.AstNode, str, str, str, str]]
@@ -149,6 +155,7 @@ class Plan:
     per_rv: List[B.Load]
     names: Dict[B.Load, str]
     strided: Tuple[B.Load, ...] = ()
+    out_strided: bool = False
 
     @property
     def red_iters(self) -> set:
@@ -180,8 +187,10 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
     dtype = arrays[body.array].dtype
     if body.reduce not in ("+", "*") or dtype not in VECTOR_DTYPES or NR % V:
         raise _Fallback("only + and * reductions of float/int arrays with NR a multiple of the lanes")
-    if len(body.index) == 0 or not _is_iter(body.index[-1], jname) or any(_depends(e, jname) for e in body.index[:-1]):
-        raise _Fallback("the output is not unit-stride along the vector loop")
+    out_axes = [d for d, e in enumerate(body.index) if _depends(e, jname)]
+    if len(out_axes) != 1 or not _is_iter(body.index[out_axes[0]], jname):
+        raise _Fallback("the output is not indexed by the vector loop on one axis")
+    out_strided = out_axes[0] != len(body.index) - 1
     for x in B.walk(body.value):
         if x.dtype != dtype and not isinstance(x, (B.Iter, B.Const)) and not _inside_index(body.value, x):
             raise _Fallback("mixed dtypes in the block body")
@@ -206,7 +215,11 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
     names: Dict[B.Load, str] = {}
     for k, ld in enumerate(loads):
         names[ld] = ("s" if ld in per_k else "a" if ld in per_r else "b" if ld in per_v else "x") + str(k)
-    return Plan(red_loops, block, call, st, args, dtype, loads, per_k, per_r, per_v, per_rv, names, tuple(strided))
+    plan = Plan(red_loops, block, call, st, args, dtype, loads, per_k, per_r, per_v, per_rv, names, tuple(strided),
+                out_strided)
+    if out_strided and not segment_sum(plan):
+        raise _Fallback("a strided output column needs the block's segment sum (the value reads the output)")
+    return plan
 
 
 def column_axis(ld: B.Load, jname: str, stepped: bool = False) -> Optional[int]:
@@ -356,9 +369,16 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
     stores = []
     for r in range(MR):
         for v in range(NV):
+            if plan.out_strided:
+                # Each lane to its own cell (analyse: out_strided implies the segment sum).
+                for x in range(V):
+                    cell = bp.access(body.array, _subst_index(_subst_lane(body.index, jname, v * V + x), iname, jname, r, v, V))
+                    stores.append(cgen.Line(f"{cell} = {cell} {body.reduce} acc_{r}_{v}[{x}];"))
+                continue
             cell = f"*({vt} *)&{bp.access(body.array, _subst_index(body.index, iname, jname, r, v, V))}"
             stores.append(cgen.Line(f"{cell} = {cell} {body.reduce} acc_{r}_{v};" if segment else f"{cell} = acc_{r}_{v};"))
-    lines += next_block_prefetch(bp, printer.arrays[body.array], body.index, iname, jname, MR, NR, V)
+    if not plan.out_strided:  # the next block's cells are whole lines only along a unit-stride output
+        lines += next_block_prefetch(bp, printer.arrays[body.array], body.index, iname, jname, MR, NR, V)
     if packed:
         # Packed slivers are used when the block starts on a block boundary of every
         # packed buffer (tile sizes that are multiples of mr/nr make this always true).

@@ -405,3 +405,38 @@ def test_edge_blocks_that_cannot_shift_left_keep_their_first_column(form, target
         I = rng.integers(-3, 4, size=(1, 5, 4, 14)).astype(np.float32)
         kept = [line for line in k.source(I, K).splitlines() if "const long pt_j0 =" in line and "?" in line]
         assert kept, "no edge block keeps its first column"
+
+
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+@pytest.mark.parametrize("form", ["same", "valid", "strided"])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_small_channels_first_images_vectorise_the_output_channels(form, dtype, target):
+    """Below 16 output columns the register block's columns are the output channels, the filter's
+    last axis (autotile.roles._columns), and each lane is added to its own cell of the NCHW output
+    (microkernel.Plan.out_strided): NCHW 3x3 "same" 7x7x512 0.33x -> 1.1x, 14x14x256 0.67x -> 1.9x of
+    numpy's im2col on the Zen 5 VM (exploratory).  Every width and height up to 15, channel counts off
+    the block, exact."""
+    src = PLAIDML_FORMS[form]
+    rng = np.random.default_rng(13)
+    k = polytile.compile(src, target=target)
+    for h, w, ci, co in [(7, 7, 5, 40), (1, 3, 3, 33), (15, 14, 2, 71), (4, 9, 1, 32), (3, 15, 4, 96)]:
+        if form != "same" and min(h, w) < 3:
+            continue
+        I = rng.integers(-3, 4, size=(2, ci, h, w)).astype(dtype)
+        K = rng.integers(-3, 4, size=(3, 3, ci, co)).astype(dtype)
+        np.testing.assert_array_equal(k(I, K), polytile.reference(src, I, K), err_msg=f"{h}x{w} {ci}->{co}")
+    if target == "openmp":
+        I = rng.integers(-3, 4, size=(1, 8, 7, 7)).astype(dtype)
+        K = rng.integers(-3, 4, size=(3, 3, 8, 64)).astype(dtype)
+        assert "acc_0_0[0]" in k.source(I, K), "no lane-by-lane store of the output channels"
+
+
+def test_roles_vectorise_output_channels_only_below_a_vector_of_columns():
+    src = CHANNELS_FIRST["nchw"][0]
+    small = polytile.schedule(src, shapes={"I": (1, 8, 9, 9), "K": (3, 3, 8, 64)})  # 7x7 outputs, 64 channels
+    r = autotile.roles(small, "S0")
+    assert (r.i, r.j) == ("x1", "co"), r
+    wide = polytile.schedule(src, shapes={"I": (1, 8, 30, 40), "K": (3, 3, 8, 64)})
+    assert (autotile.roles(wide, "S0").j) == "x1"
+    few = polytile.schedule(src, shapes={"I": (1, 8, 9, 9), "K": (3, 3, 8, 16)})  # 16 channels: not worth it
+    assert autotile.roles(few, "S0").j == "x1"

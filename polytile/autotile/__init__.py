@@ -12,8 +12,10 @@ the blocked schedule is (BLIS's loop nest, generalised)::
                 for R_rest, k      (all reduction loops)      <- regtile mark
                   for i (mr), j (nr)   accumulators in vector registers
 
-``j`` is the output's unit-stride loop (vectorised), ``i`` another output
-loop.  A :class:`TileConfig` fixes the sizes, the order of the three
+``j`` is the output's unit-stride loop (vectorised), or, where that axis is
+shorter than a vector, another output loop that is an operand's unit-stride
+axis (``roles._columns``: a channels-first convolution's output channels; the
+block then adds each lane to its own cell), ``i`` another output loop.  A :class:`TileConfig` fixes the sizes, the order of the three
 cache-tile loops and the parallel loop; :func:`apply` turns it into schedule
 steps (legality-checked like any others).  :func:`candidates` enumerates
 configurations that fit the descriptor's caches, and :func:`autotile` picks

@@ -114,7 +114,6 @@ def _roles(s: Schedule, stmt: str) -> Optional[Roles]:
             return None
     if not out_idx or not isinstance(out_idx[-1], B.Iter):
         return None  # the innermost output index is a constant: no row to block over
-    j = out_idx[-1].name
     out_iters = [e.name for e in out_idx if isinstance(e, B.Iter)]
     used = B.iter_names(*out_idx)
     reds = [v for v in st.iters if v not in used]
@@ -127,6 +126,7 @@ def _roles(s: Schedule, stmt: str) -> Optional[Roles]:
             return None  # an empty domain (a zero-size loop): nothing to block
         lo, hi = (int(x) for x in rng.strip("[]").split(","))
         ext[name] = hi - lo + 1
+    j = _columns(st, out_iters, ext)
     # i: the output loop nearest j of those at least ROW_EXTENT long (else the longest), of those some operand does not move with
     # (its element is reused across the block's rows: a batch loop b of A[b, i, k] * X[b, k, j] moves
     # every operand, and as rows it left 128 x (64x128 @ 128x64) at 0.37x of numpy), and first of those
@@ -166,6 +166,46 @@ def _roles(s: Schedule, stmt: str) -> Optional[Roles]:
     if k in tied:
         return None  # the register block's own reduction moves its bounds: no full blocks to hold
     return Roles(st.name, i, j, k, outer, rest, ext, tuple(v for v in rest if v in tied))
+
+
+#: An output whose last axis is shorter than this (one 512-bit vector of floats) fills few lanes of a
+#: register block's columns; :func:`_columns` then looks for another output axis to vectorise.
+SHORT_COLUMNS = 16
+
+
+def _columns(st, out_iters: List[str], ext: Dict[str, int]) -> str:
+    """The block's column loop: the output's last axis, unless it is shorter than :data:`SHORT_COLUMNS`
+    and another output loop at least twice that long is the last, unit-stride axis of an operand and
+    moves no operand along any other axis.  Then the sums are stored lane by lane
+    (``codegen.microkernel.Plan.out_strided``), once per block.
+
+    A channels-first convolution of a small image, ``O[n, co, y, x] = +(I[n, ci, y + ky, x + kx] *
+    K[ky, kx, ci, co])`` at 7x7 or 14x14, ran 8-lane blocks over ``x``, 7 or 14 lanes of them useful,
+    each filter scalar broadcast for one image row: NCHW 3x3 "same" 7x7x512 and 14x14x256 at 0.33x and
+    0.67x of numpy's im2col (Zen 5, exploratory).  Over ``co``, as its channels-last twin, the filter
+    is the vector operand and the image a broadcast scalar.
+
+    >>> # O[n, co, x0, x1] at 7x7, K[.., co] -> "co";  at 56x56 -> "x1";  C[i, j] (any size) -> "j"
+    """
+    last = out_iters[-1]
+    if ext.get(last, 0) >= SHORT_COLUMNS:
+        return last
+    loads = B.loads(st.body.value)
+
+    def vector_operand(v: str) -> bool:
+        if out_iters.count(v) != 1 or ext.get(v, 0) < 2 * SHORT_COLUMNS:
+            return False
+        unit = False
+        for ld in loads:
+            axes = [d for d, e in enumerate(ld.index) if v in B.iter_names(e)]
+            if not axes:
+                continue
+            if axes != [len(ld.index) - 1] or not (isinstance(ld.index[-1], B.Iter) and ld.index[-1].name == v):
+                return False
+            unit = True
+        return unit
+    others = [v for v in out_iters[:-1] if vector_operand(v)]
+    return max(others, key=lambda v: (ext[v], out_iters.index(v))) if others else last
 
 
 def _tied(st, loops) -> set:
