@@ -267,30 +267,28 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
         _fast(gen, plan, mark, env, i0, shifted, (rows, gen.b.sub(j0, shifted), nr, False))
     packed = microkernel.packed_loads(gen.packed, plan.per_r, plan.per_v, mark.rows, mark.cols, mark.mr, mark.nr,
                                       plan.red_iters)
-    if microkernel.right_anchored(plan, packed, mark.cols):
-        # Columns that cannot shift left keep their first when the lanes past the last stay inside.
+    def unshifted(where: ir.Value, padded: bool) -> None:
+        """A full block; else an edge block shifted left; else, where ``where`` holds, one kept at its
+        first column (reading packed slivers when ``padded``); else the generic nest."""
         gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0),
                  lambda: gen.when(b.and_(edge, inside), shifted_edge,
-                                  lambda: gen.when(b.and_(edge, keep),
+                                  lambda: gen.when(b.and_(edge, where),
                                                    lambda: _fast(gen, plan, mark, env, i0, j0,
-                                                                 (rows, ir.Constant(I64, 0), cols, False)),
+                                                                 (rows, ir.Constant(I64, 0), cols, padded)),
                                                    generic)))
-        return True
-    if not microkernel.padded_columns(plan, packed, mark.cols):
+    if microkernel.right_anchored(plan, packed, mark.cols):
+        # Columns that cannot shift left keep their first when the lanes past the last stay inside.
+        unshifted(keep, False)
+    elif microkernel.padded_columns(plan, packed, mark.cols):
+        # Columns that cannot shift left run padded from their packed slivers (microkernel._edge_block).
+        on = ir.Constant(I1, 1)
+        for ld, pk in packed.items():
+            if pk.it == mark.cols:
+                on = b.and_(on, _sliver(gen, ld, pk, env, j0)[1])
+        unshifted(on, True)
+    else:
         gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0),
                  lambda: gen.when(b.and_(edge, inside), shifted_edge, generic))
-        return True
-    # Columns that cannot shift left run padded from their packed slivers (microkernel._edge_block).
-    on = ir.Constant(I1, 1)
-    for ld, pk in packed.items():
-        if pk.it == mark.cols:
-            on = b.and_(on, _sliver(gen, ld, pk, env, j0)[1])
-    gen.when(full, lambda: _fast(gen, plan, mark, env, i0, j0),
-             lambda: gen.when(b.and_(edge, inside), shifted_edge,
-                              lambda: gen.when(b.and_(edge, on),
-                                               lambda: _fast(gen, plan, mark, env, i0, j0,
-                                                             (rows, ir.Constant(I64, 0), cols, True)),
-                                               generic)))
     return True
 
 
