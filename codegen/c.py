@@ -75,7 +75,7 @@ class AstPrinter:
     """
 
     def __init__(self, scop: Scop, *, outline: bool = True, min_parallel_work: Optional[int] = None,
-                 guarded_exp: bool = True):
+                 guarded_math: bool = True):
         self.outline = outline
         # Innermost parallel loops whose trip count is only known at run time run in parallel only
         # when their work (trip count x statements) reaches this many instances (see _parallel_if).
@@ -93,8 +93,8 @@ class AstPrinter:
         self.accumulators = 0
         self.accumulator_dtypes: Dict[str, str] = {}  # a Tile lane accumulator's element type (its clause)
         self.arrays = {a.name: a for a in scop.arrays}
-        # exp through the prelude's pt_expf (c_expr._GUARDED_EXP): Tile kernels' C only, not CUDA's.
-        self.body = BodyPrinter(self.arrays, guarded_exp=guarded_exp and not self.c_source)
+        # exp and log through the prelude's pt_expf/pt_logf (c_expr._GUARDED): Tile kernels' C only, not CUDA's.
+        self.body = BodyPrinter(self.arrays, guarded=guarded_math and not self.c_source)
         self.parallel_loops = 0  # '#pragma omp parallel for' loops emitted (a pack's parallel copy included)
         self.locals: set = set()
         self.unsafe_locals: set = set()  # 'local' marks isl's AST repeats: not one scope, keep the array

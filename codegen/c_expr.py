@@ -98,7 +98,7 @@ def vector_math_prelude(used) -> str:
             for c, fn in (("float", name + "f"), ("double", name)):
                 if fn in used:
                     decls += ["#pragma omp declare simd notinbranch", f"{c} {fn}({', '.join([c] * arity)});"]
-                    if name == "exp":
+                    if name in GUARDED:
                         decls.append(f"#define PT_VECTOR_{fn.upper()} 1")
         if decls:
             out += [f"#if __GLIBC_PREREQ({major}, {minor})"] + decls + ["#endif"]
@@ -107,24 +107,29 @@ def vector_math_prelude(used) -> str:
     guard = ("#if defined(__x86_64__) && defined(__GLIBC__) && defined(_OPENMP) && defined(__GNUC__) "
              "&& !defined(__clang__) && !defined(PT_NO_LIBMVEC)")
     text = "\n".join([guard] + out + ["#endif"]) + "\n"
-    for fn in ("expf", "exp"):
+    for fn, guard in _GUARDED.items():
         if fn in used:
-            text += _GUARDED_EXP[fn]
+            text += guard
     return text
 
 
-#: ``pt_expf``/``pt_exp``: glibc's vector exp sends every lane whose result is not a normal number
-#: (``x < -87.3`` or ``x > 88.7`` in float, NaN, inf) through a scalar callout, about 16 ns a lane: a
-#: masked softmax's ``exp(-1e9)`` (30% of 2^20 floats masked: 0.13 -> 2.6 ms) or exp of large
-#: logits.  Lanes far outside, whose result is exactly 0 or inf (``x < -104`` or ``x > 89``: the
-#: asymmetric test is one add, abs and compare), take exp(0) and get their value by a bit mask; the
-#: rest, subnormal results and NaN included, are exp's own: bitwise the same results, about 20% more
-#: time per exp where no lane is far.  The selects are integer masks, not ``far ? s : r``: gcc
-#: if-converts a select between floats only under ``-fno-trapping-math``, and that flag lets it
-#: duplicate a call into both arms of an earlier ``a < 0 ? -a : a`` instead (``exp(-abs(x))``: 0.14 ->
-#: 3.4 ms, not vectorised).  ``-DPT_NO_GUARDED_EXP`` calls exp directly.
-_GUARDED_EXP = {
-    "expf": """#if defined(PT_VECTOR_EXPF) && !defined(PT_NO_GUARDED_EXP)
+#: The libm functions whose vector variants take a scalar callout on some lanes, wrapped by the prelude.
+GUARDED = ("exp", "log")
+
+#: ``pt_expf``/``pt_exp`` and ``pt_logf``/``pt_log``: glibc's vector exp and log send every lane whose
+#: result is not a normal number (exp: ``x < -87.3`` or ``x > 88.7`` in float, NaN, inf; log: zero,
+#: negative, inf, NaN, subnormal) through a scalar callout, about 16 ns a lane: a masked softmax's
+#: ``exp(-1e9)`` (30% of 2^20 floats masked: 0.13 -> 2.6 ms) or a log of probabilities with exact
+#: zeros (30% zeros: 0.12 -> 2.3 ms).  Lanes whose result is exact and known (exp: 0 for ``x < -104``,
+#: inf for ``x > 89``, the asymmetric test one add, abs and compare; log: -inf at zero, the default NaN
+#: below it, inf at inf) take exp(0) or log(1) and get their value by a bit mask; the rest, subnormal
+#: results and NaN inputs included, are the function's own: bitwise the same results, 10-20% more time
+#: where no lane is special.  The selects are integer masks, not ``far ? s : r``: gcc if-converts a
+#: select between floats only under ``-fno-trapping-math``, and that flag lets it duplicate a call
+#: into both arms of an earlier ``a < 0 ? -a : a`` instead (``exp(-abs(x))``: 0.14 -> 3.4 ms, not
+#: vectorised).  ``-DPT_NO_GUARDED_MATH`` calls the functions directly.
+_GUARDED = {
+    "expf": """#if defined(PT_VECTOR_EXPF) && !defined(PT_NO_GUARDED_MATH)
 static inline float pt_expf(float x) {
   const unsigned int far = -(unsigned int)(__builtin_fabsf(x + 7.5f) > 96.5f);  /* x < -104 (0) or x > 89 (inf) */
   const unsigned int edge = -(unsigned int)(x > 0.0f) & 0x7f800000u;
@@ -139,7 +144,7 @@ static inline float pt_expf(float x) {
 #define pt_expf expf
 #endif
 """,
-    "exp": """#if defined(PT_VECTOR_EXP) && !defined(PT_NO_GUARDED_EXP)
+    "exp": """#if defined(PT_VECTOR_EXP) && !defined(PT_NO_GUARDED_MATH)
 static inline double pt_exp(double x) {
   const unsigned long long far = -(unsigned long long)(__builtin_fabs(x + 18.0) > 728.0);  /* x < -746 or x > 710 */
   const unsigned long long edge = -(unsigned long long)(x > 0.0) & 0x7ff0000000000000ull;
@@ -152,6 +157,39 @@ static inline double pt_exp(double x) {
 }
 #else
 #define pt_exp exp
+#endif
+""",
+    "logf": """#if defined(PT_VECTOR_LOGF) && !defined(PT_NO_GUARDED_MATH)
+static inline float pt_logf(float x) {
+  const unsigned int zero = -(unsigned int)(x == 0.0f), neg = -(unsigned int)(x < 0.0f);
+  const unsigned int far = zero | neg | -(unsigned int)(x == __builtin_inff());  /* not NaN: log's own */
+  const unsigned int edge = (zero & 0xff800000u) | (neg & ~zero & 0xffc00000u) | (~zero & ~neg & 0x7f800000u);
+  unsigned int u; __builtin_memcpy(&u, &x, 4); u = (u & ~far) | (0x3f800000u & far);
+  float c; __builtin_memcpy(&c, &u, 4);
+  const float r = logf(c);
+  __builtin_memcpy(&u, &r, 4); u = (u & ~far) | (edge & far);
+  __builtin_memcpy(&c, &u, 4);
+  return c;
+}
+#else
+#define pt_logf logf
+#endif
+""",
+    "log": """#if defined(PT_VECTOR_LOG) && !defined(PT_NO_GUARDED_MATH)
+static inline double pt_log(double x) {
+  const unsigned long long zero = -(unsigned long long)(x == 0.0), neg = -(unsigned long long)(x < 0.0);
+  const unsigned long long far = zero | neg | -(unsigned long long)(x == __builtin_inf());
+  const unsigned long long edge = (zero & 0xfff0000000000000ull) | (neg & ~zero & 0xfff8000000000000ull)
+                                  | (~zero & ~neg & 0x7ff0000000000000ull);
+  unsigned long long u; __builtin_memcpy(&u, &x, 8); u = (u & ~far) | (0x3ff0000000000000ull & far);
+  double c; __builtin_memcpy(&c, &u, 8);
+  const double r = log(c);
+  __builtin_memcpy(&u, &r, 8); u = (u & ~far) | (edge & far);
+  __builtin_memcpy(&c, &u, 8);
+  return c;
+}
+#else
+#define pt_log log
 #endif
 """,
 }
@@ -221,10 +259,10 @@ def c_const(value, dtype: str) -> str:
 class BodyPrinter:
     """Renders :mod:`polytile.poly.body` nodes as C expressions."""
 
-    def __init__(self, arrays: Dict[str, Array], guarded_exp: bool = False):
+    def __init__(self, arrays: Dict[str, Array], guarded: bool = False):
         self.arrays = arrays
-        # exp through the prelude's pt_exp/pt_expf (vector_math_prelude): a Tile kernel's C only.
-        self.guarded_exp = guarded_exp
+        # exp and log through the prelude's pt_expf/pt_logf (vector_math_prelude): a Tile kernel's C only.
+        self.guarded = guarded
         self.locals: Dict[str, str] = {}  # array -> scalar replacing it (array contraction)
         self.libm: set = set()  # the libm functions the rendered code calls (expf, tanh, ...: vector_math_prelude)
 
@@ -300,8 +338,8 @@ class BodyPrinter:
                  "floor", "ceil", "round", "pow"):
             name = "pt_round" if f == "round" else math_name
             self.libm.add(name + suffix)  # suffix "f" for float32 only: the double function otherwise
-            if f == "exp" and self.guarded_exp:
-                name = "pt_exp"
+            if f in GUARDED and self.guarded:
+                name = "pt_" + f
             if isf:
                 return f"{name}{suffix}({', '.join(args)})"
             # An integer argument: computed in double, truncated back (the oracle's rule).
@@ -322,7 +360,7 @@ class BodyPrinter:
             return back(f"pt_relu_{h}({hargs[0]})")
         if f == "sigmoid":
             self.libm.add("exp" + suffix)
-            exp = "pt_exp" if self.guarded_exp else "exp"
+            exp = "pt_exp" if self.guarded else "exp"
             return f"({one} / ({one} + {exp}{suffix}(-{args[0]})))"
         if f == "recip":
             return f"({one} / {args[0]})" if isf else f"pt_div_{d}({one}, {args[0]})"

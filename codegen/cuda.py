@@ -188,7 +188,7 @@ def _grid_nest(m: GpuMapping, inner: List[cgen.Generable]) -> List[cgen.Generabl
 def kernel_body(scop: Scop, schedule: Schedule, m: GpuMapping) -> List[cgen.Generable]:
     """The body of one kernel: grid prologue around the thread body (see the module docstring)."""
     ast = _thread_ast(scop, schedule, m)
-    printer = AstPrinter(scop, outline=False, guarded_exp=False)
+    printer = AstPrinter(scop, outline=False, guarded_math=False)
     inner = printer.node(ast)
     if printer.vector_types or printer.locals:
         raise InternalError("register tiles and local buffers are not supported by the CUDA backend")
@@ -479,7 +479,7 @@ def _shared_block(scop: Scop, schedule: Schedule, m: GpuMapping, phase, barrier:
         inner.append(cgen.If(" && ".join(conds), cgen.Line(f"{t.name}{cells} = {t.array}{''.join(gidx)};")))
         load.append(cgen.For("long pt_e = pt_tid", f"pt_e < {t.cells}", f"pt_e += {m.threads}", cgen.Block(inner)))
     # Computing: isl's AST of the statement restricted to this step, reading the tiles.
-    printer = AstPrinter(scop, outline=False, guarded_exp=False)
+    printer = AstPrinter(scop, outline=False, guarded_math=False)
     printer.body = _TileBodyPrinter(arrays, plan)
     comp = _thread_guard(m, printer.node(_thread_ast(scop, schedule, m, plan)))
     if printer.vector_types or printer.locals:

@@ -312,11 +312,13 @@ class BodyEmitter:
         if self.vector.available(name + suffix):
             if name == "exp":
                 return self.guarded_exp(args[0], dtype)
+            if name == "log":
+                return self.guarded_log(args[0], dtype)
             return self.vector.call(self.b, name + suffix, args, t)
         return self.b.call(self.function(name + suffix, t, [t] * len(args)), args)
 
     def guarded_exp(self, x: ir.Value, dtype: str) -> ir.Value:
-        """The C prelude's ``pt_expf``/``pt_exp`` (:data:`.c_expr._GUARDED_EXP`): lanes whose result is
+        """The C prelude's ``pt_expf``/``pt_exp`` (:data:`.c_expr._GUARDED`): lanes whose result is
         exactly 0 or inf take glibc's vector exp of 0 and their value by select, so no lane of a masked
         softmax's ``exp(-1e9)`` goes through libmvec's scalar callout."""
         b, t = self.b, value_type(dtype)
@@ -326,6 +328,21 @@ class BodyEmitter:
         r = self.vector.call(b, "expf" if dtype == "float32" else "exp", [b.select(far, ir.Constant(t, 0.0), x)], t)
         s = b.select(b.fcmp_ordered(">", x, ir.Constant(t, 0.0)), ir.Constant(t, float("inf")), ir.Constant(t, 0.0))
         return b.select(far, s, r)
+
+    def guarded_log(self, x: ir.Value, dtype: str) -> ir.Value:
+        """The C prelude's ``pt_logf``/``pt_log``: zero, negative and infinite lanes take glibc's vector log
+        of 1 and their value (-inf, the default NaN, inf) by select (a log of probabilities with exact zeros
+        went through libmvec's scalar callout)."""
+        b, t = self.b, value_type(dtype)
+        bits = ir.IntType(32 if dtype == "float32" else 64)
+        nan = 0xffc00000 if dtype == "float32" else 0xfff8000000000000
+        zero = b.fcmp_ordered("==", x, ir.Constant(t, 0.0))
+        neg = b.fcmp_ordered("<", x, ir.Constant(t, 0.0))
+        far = b.or_(b.or_(zero, neg), b.fcmp_ordered("==", x, ir.Constant(t, float("inf"))))
+        r = self.vector.call(b, "logf" if dtype == "float32" else "log", [b.select(far, ir.Constant(t, 1.0), x)], t)
+        edge = b.select(zero, ir.Constant(t, float("-inf")),
+                        b.select(neg, b.bitcast(ir.Constant(bits, nan), t), ir.Constant(t, float("inf"))))
+        return b.select(far, edge, r)
 
     def round(self, x: ir.Value, dtype: str) -> ir.Value:
         """``pt_round``: half away from zero, exactly: LLVM's ``llvm.round`` is C's ``round()``."""

@@ -80,38 +80,57 @@ def test_the_declarations_go_to_tile_kernels_that_call_libm():
     assert "declare simd" not in polytile.compile("function (X[N]) -> (Y) { Y = X * 2; }").source(shapes=[(4096,)])
 
 
-def _far_values(dtype):
-    """exp's arguments around where its result stops being a normal number, and far beyond."""
-    big = {"float32": (-104.0, -103.97208, -87.33654, 88.72284, 89.0), "float64": (-746.0, -745.1332, -708.4, 709.78, 710.0)}[dtype]
+def _far_values(func, dtype):
+    """Arguments where exp's or log's result stops being a normal number, their neighbours, and random ones."""
+    rng = np.random.default_rng(9)
+    if func == "exp":
+        big = {"float32": (-104.0, -103.97208, -87.33654, 88.72284, 89.0),
+               "float64": (-746.0, -745.1332, -708.4, 709.78, 710.0)}[dtype]
+        extra = [-1e9, 1e9, -1e300 if dtype == "float64" else -3e38]
+        spread = rng.uniform(-2 * abs(big[0]), 2 * big[-1], 4000)
+    else:
+        tiny = float(np.finfo(dtype).tiny)
+        big = (tiny, float(np.finfo(dtype).smallest_subnormal), float(np.finfo(dtype).max), 1.0)
+        extra = [0.0, -0.0, -1.0, -1e-30, -np.finfo(dtype).max] * 20
+        spread = np.where(rng.random(4000) < 0.3, 0.0, rng.random(4000))
     edges = np.concatenate([np.nextafter(np.array(big, dtype), -np.inf), np.array(big, dtype),
                             np.nextafter(np.array(big, dtype), np.inf)])
-    rng = np.random.default_rng(9)
-    x = np.concatenate([edges, [np.inf, -np.inf, np.nan, -1e9, 1e9, -1e300 if dtype == "float64" else -3e38],
-                        rng.uniform(-2 * abs(big[0]), 2 * big[-1], 4000), rng.standard_normal(4000)]).astype(dtype)
+    special = np.concatenate([edges, [np.inf, -np.inf, np.nan, -np.nan], extra])
+    rest = np.concatenate([spread, rng.standard_normal(4000)])
+    # A multiple of 64 in all: every element in a full vector, whichever width each build's loops take (a
+    # remainder may run the scalar function in one build and a narrower variant in another, 1 ulp apart).
+    x = np.concatenate([special, rest[: (special.size + rest.size) // 64 * 64 - special.size]]).astype(dtype)
     return x[rng.permutation(x.size)]
 
 
+@pytest.mark.parametrize("func", ["exp", "log"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_exp_far_outside_is_bitwise_exps_own(dtype):
-    """pt_expf/pt_exp send lanes whose result is exactly 0 or inf around glibc's vector exp (whose scalar
-    callout made a masked softmax 10x slower): every result, NaN, subnormal and the edges of both
-    thresholds included, is bitwise that of the same kernel built without the guard
-    (``-DPT_NO_GUARDED_EXP``: glibc's vector exp called directly), and of the llvm target."""
+def test_guarded_math_is_bitwise_the_functions_own(func, dtype):
+    """pt_expf/pt_logf (and the doubles) send lanes whose result is exact and known (exp: 0 or inf far
+    outside; log: -inf, NaN, inf at zero, below it, at inf) around glibc's vector variants, whose scalar
+    callout made a masked softmax 10x and a log of probabilities with zeros 19x slower.  Every result,
+    NaN, subnormal and the edges of the thresholds included, is bitwise that of the same kernel built
+    without the guard (``-DPT_NO_GUARDED_MATH``: glibc's vector function called directly), and of the
+    llvm target."""
     from polytile.config import DEFAULT_CFLAGS
 
-    src = "function (X[N]) -> (Y) { Y = exp(X); }"
-    x = _far_values(dtype)
+    src = f"function (X[N]) -> (Y) {{ Y = {func}(X); }}"
+    x = _far_values(func, dtype)
+    u = f"u{x.itemsize}"
     guarded = polytile.compile(src)
-    assert "pt_exp" in guarded.source(x)
-    plain = polytile.compile(src, cflags=DEFAULT_CFLAGS + ("-DPT_NO_GUARDED_EXP",))
-    got, want = guarded(x), plain(x)
-    np.testing.assert_array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}"))
-    np.testing.assert_array_equal(polytile.compile(src, target="llvm")(x).view(f"u{x.itemsize}"),
-                                  want.view(f"u{x.itemsize}"))
+    assert f"pt_{func}" in guarded.source(x)
+    plain = polytile.compile(src, cflags=DEFAULT_CFLAGS + ("-DPT_NO_GUARDED_MATH",))
     with np.errstate(all="ignore"):
-        ref = np.exp(x.astype(np.float64))
-    far = ~(np.abs(x.astype(np.float64)) <= abs(float(np.log(np.finfo(dtype).tiny))) + 20)
-    np.testing.assert_array_equal(got[far & ~np.isnan(x)], ref[far & ~np.isnan(x)].astype(dtype))
+        got, want, jit = guarded(x), plain(x), polytile.compile(src, target="llvm")(x)
+        ref = getattr(np, func)(x.astype(np.float64))
+    np.testing.assert_array_equal(got.view(u), want.view(u))
+    np.testing.assert_array_equal(jit.view(u), want.view(u))
+    if func == "exp":
+        far = ~(np.abs(x.astype(np.float64)) <= abs(float(np.log(np.finfo(dtype).tiny))) + 20)
+    else:
+        far = (x <= 0) | (x == np.inf)
+    far &= ~np.isnan(x)
+    np.testing.assert_array_equal(got[far], ref[far].astype(dtype))
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 7])
