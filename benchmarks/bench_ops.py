@@ -1,6 +1,6 @@
 """Reductions, pooling, elementwise programs and narrow products against numpy: the shapes that are not a big GEMM.
 
-    python benchmarks/bench_ops.py                     # twenty-one workloads, ~7 minutes
+    python benchmarks/bench_ops.py                     # twenty-two workloads, ~7 minutes
     python benchmarks/bench_ops.py --only matvec softmax
 
 Each row is an ``examples/`` program at the size below, float32 standard normal inputs, compiled with
@@ -21,6 +21,7 @@ the default schedule, against the numpy formulation a user would write (one call
 * ``conv2d_same`` 3x3 "same" 1 x 56 x 56 x 64 -> 64: im2col of the zero-padded image and one sgemm;
 * ``conv2d_nchw`` the same convolution of a channels-first image 1 x 64 x 56 x 56, written as PlaidML's op
   library writes it: the image transposed to NHWC, ``conv2d_same``'s im2col and sgemm, transposed back;
+  ``conv2d_nchw_small`` the same at 1 x 256 x 14 x 14 -> 256 (fewer image columns than a vector);
 * ``matmul_narrow`` 4096 x 256 @ 256 x 8 (``matmul.tile``): ``A @ B`` (fewer columns than one 16-lane vector);
 * ``batched_small`` 2048 x (8 x 64 @ 64 x 8) (``batched_matmul.tile``): ``numpy.matmul`` on the stacks;
 * ``logits`` 1024 x 784 @ 784 x 10 (``matmul.tile``): ``A @ B`` (10 columns: one zero-padded 16-lane block);
@@ -70,6 +71,10 @@ def cumsum(I):
 
 def conv2d_nchw(I, F):
     return conv2d_same(I.transpose(0, 2, 3, 1), F).transpose(0, 3, 1, 2)
+
+
+def conv2d_nchw_small(I, F):
+    return conv2d_nchw(I, F)
 
 
 def vecmat(x, A):
@@ -144,10 +149,10 @@ def conv2d_same(I, F):
 
 BASELINES = {f.__name__: f for f in (matvec, vecmat, row_sum, dot, maxpool, softmax, softmax_masked, elementwise_chain,
                                      min_plus, row_max, min_reduce, transpose, matmul_abt, global_avgpool, conv2d_same, matmul_narrow,
-                                     batched_small, logits, batch8_linear, cumsum, conv2d_nchw)}
+                                     batched_small, logits, batch8_linear, cumsum, conv2d_nchw, conv2d_nchw_small)}
 #: Rows whose program is an example of another name.
 PROGRAMS = {"matmul_narrow": "matmul", "batched_small": "batched_matmul", "logits": "matmul",
-            "batch8_linear": "matmul", "softmax_masked": "softmax"}
+            "batch8_linear": "matmul", "softmax_masked": "softmax", "conv2d_nchw_small": "conv2d_nchw"}
 #: Rows whose inputs are not plain standard normals.
 INPUTS = {"softmax_masked": _masked}
 
@@ -180,6 +185,8 @@ def workloads(args):
         ("cumsum", "2^20", "N=1048576", [(1 << 20,)], 1 << 20),
         ("conv2d_nchw", "1x64x56x56 -> 64, 3x3 (NCHW)", "N=1,CI=64,L0=56,L1=56,CO=64", [(1, 64, 56, 56), (3, 3, 64, 64)],
          2 * 56 * 56 * 64 * 9 * 64),
+        ("conv2d_nchw_small", "1x256x14x14 -> 256, 3x3 (NCHW)", "N=1,CI=256,L0=14,L1=14,CO=256",
+         [(1, 256, 14, 14), (3, 3, 256, 256)], 2 * 14 * 14 * 256 * 9 * 256),
     ]
     out = []
     for name, shape, dims, shapes, flops in rows:

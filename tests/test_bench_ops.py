@@ -16,7 +16,7 @@ SMALL = {  # the workload's dims, small and odd where the program allows
     "row_max": "M=9,N=70", "min_reduce": "M=9,N=70", "transpose": "M=9,N=70", "matmul_abt": "M=37,N=53,K=29",
     "global_avgpool": "N=2,H=5,W=7,C=9", "conv2d_same": "N=2,H=7,W=9,CI=3,CO=5",
     "matmul_narrow": "M=37,N=8,K=29", "batched_small": "NB=5,M=8,N=8,K=11", "logits": "M=37,N=10,K=41", "batch8_linear": "M=8,N=53,K=29",
-    "cumsum": "N=41", "conv2d_nchw": "N=2,CI=3,L0=7,L1=9,CO=5",
+    "cumsum": "N=41", "conv2d_nchw": "N=2,CI=3,L0=7,L1=9,CO=5", "conv2d_nchw_small": "N=2,CI=3,L0=5,L1=6,CO=40",
 }
 
 
