@@ -128,71 +128,48 @@ GUARDED = ("exp", "log")
 #: select between floats only under ``-fno-trapping-math``, and that flag lets it duplicate a call
 #: into both arms of an earlier ``a < 0 ? -a : a`` instead (``exp(-abs(x))``: 0.14 -> 3.4 ms, not
 #: vectorised).  ``-DPT_NO_GUARDED_MATH`` calls the functions directly.
-_GUARDED = {
-    "expf": """#if defined(PT_VECTOR_EXPF) && !defined(PT_NO_GUARDED_MATH)
-static inline float pt_expf(float x) {
-  const unsigned int far = -(unsigned int)(__builtin_fabsf(x + 7.5f) > 96.5f);  /* x < -104 (0) or x > 89 (inf) */
-  const unsigned int edge = -(unsigned int)(x > 0.0f) & 0x7f800000u;
-  unsigned int u; __builtin_memcpy(&u, &x, 4); u &= ~far;
-  float c; __builtin_memcpy(&c, &u, 4);
-  const float r = expf(c);
-  __builtin_memcpy(&u, &r, 4); u = (u & ~far) | (edge & far);
-  __builtin_memcpy(&c, &u, 4);
+# The guards, written once for float and double: {t} the type, {u} its bits, {f} the libm suffix, {n}
+# its size; exp's far test x + {shift} beyond +-{half} (x < -104 / -746 or x > 89 / 710), log's specials.
+_EXP_GUARD = """#if defined(PT_VECTOR_EXP{F}) && !defined(PT_NO_GUARDED_MATH)
+static inline {t} pt_exp{f}({t} x) {{
+  const {u} far = -({u})(__builtin_fabs{f}(x + {shift}) > {half});  /* exactly 0 or inf */
+  const {u} edge = -({u})(x > 0) & {inf};
+  {u} u; __builtin_memcpy(&u, &x, {n}); u &= ~far;
+  {t} c; __builtin_memcpy(&c, &u, {n});
+  const {t} r = exp{f}(c);
+  __builtin_memcpy(&u, &r, {n}); u = (u & ~far) | (edge & far);
+  __builtin_memcpy(&c, &u, {n});
   return c;
-}
+}}
 #else
-#define pt_expf expf
+#define pt_exp{f} exp{f}
 #endif
-""",
-    "exp": """#if defined(PT_VECTOR_EXP) && !defined(PT_NO_GUARDED_MATH)
-static inline double pt_exp(double x) {
-  const unsigned long long far = -(unsigned long long)(__builtin_fabs(x + 18.0) > 728.0);  /* x < -746 or x > 710 */
-  const unsigned long long edge = -(unsigned long long)(x > 0.0) & 0x7ff0000000000000ull;
-  unsigned long long u; __builtin_memcpy(&u, &x, 8); u &= ~far;
-  double c; __builtin_memcpy(&c, &u, 8);
-  const double r = exp(c);
-  __builtin_memcpy(&u, &r, 8); u = (u & ~far) | (edge & far);
-  __builtin_memcpy(&c, &u, 8);
+"""
+_LOG_GUARD = """#if defined(PT_VECTOR_LOG{F}) && !defined(PT_NO_GUARDED_MATH)
+static inline {t} pt_log{f}({t} x) {{
+  const {u} zero = -({u})(x == 0), neg = -({u})(x < 0);
+  const {u} far = zero | neg | -({u})(x == __builtin_inf{f}());  /* not NaN: log's own */
+  const {u} edge = (zero & {ninf}) | (neg & ~zero & {nan}) | (~zero & ~neg & {inf});
+  {u} u; __builtin_memcpy(&u, &x, {n}); u = (u & ~far) | ({one} & far);
+  {t} c; __builtin_memcpy(&c, &u, {n});
+  const {t} r = log{f}(c);
+  __builtin_memcpy(&u, &r, {n}); u = (u & ~far) | (edge & far);
+  __builtin_memcpy(&c, &u, {n});
   return c;
-}
+}}
 #else
-#define pt_exp exp
+#define pt_log{f} log{f}
 #endif
-""",
-    "logf": """#if defined(PT_VECTOR_LOGF) && !defined(PT_NO_GUARDED_MATH)
-static inline float pt_logf(float x) {
-  const unsigned int zero = -(unsigned int)(x == 0.0f), neg = -(unsigned int)(x < 0.0f);
-  const unsigned int far = zero | neg | -(unsigned int)(x == __builtin_inff());  /* not NaN: log's own */
-  const unsigned int edge = (zero & 0xff800000u) | (neg & ~zero & 0xffc00000u) | (~zero & ~neg & 0x7f800000u);
-  unsigned int u; __builtin_memcpy(&u, &x, 4); u = (u & ~far) | (0x3f800000u & far);
-  float c; __builtin_memcpy(&c, &u, 4);
-  const float r = logf(c);
-  __builtin_memcpy(&u, &r, 4); u = (u & ~far) | (edge & far);
-  __builtin_memcpy(&c, &u, 4);
-  return c;
+"""
+_GUARD_TYPES = {
+    "f": dict(t="float", u="unsigned int", f="f", F="F", n=4, shift="7.5f", half="96.5f", inf="0x7f800000u",
+              ninf="0xff800000u", nan="0xffc00000u", one="0x3f800000u"),
+    "": dict(t="double", u="unsigned long long", f="", F="", n=8, shift="18.0", half="728.0",
+             inf="0x7ff0000000000000ull", ninf="0xfff0000000000000ull", nan="0xfff8000000000000ull",
+             one="0x3ff0000000000000ull"),
 }
-#else
-#define pt_logf logf
-#endif
-""",
-    "log": """#if defined(PT_VECTOR_LOG) && !defined(PT_NO_GUARDED_MATH)
-static inline double pt_log(double x) {
-  const unsigned long long zero = -(unsigned long long)(x == 0.0), neg = -(unsigned long long)(x < 0.0);
-  const unsigned long long far = zero | neg | -(unsigned long long)(x == __builtin_inf());
-  const unsigned long long edge = (zero & 0xfff0000000000000ull) | (neg & ~zero & 0xfff8000000000000ull)
-                                  | (~zero & ~neg & 0x7ff0000000000000ull);
-  unsigned long long u; __builtin_memcpy(&u, &x, 8); u = (u & ~far) | (0x3ff0000000000000ull & far);
-  double c; __builtin_memcpy(&c, &u, 8);
-  const double r = log(c);
-  __builtin_memcpy(&u, &r, 8); u = (u & ~far) | (edge & far);
-  __builtin_memcpy(&c, &u, 8);
-  return c;
-}
-#else
-#define pt_log log
-#endif
-""",
-}
+_GUARDED = {name + f: text.format(**kw) for f, kw in _GUARD_TYPES.items()
+            for name, text in (("exp", _EXP_GUARD), ("log", _LOG_GUARD))}
 
 
 PRELUDE = r"""#include <math.h>
