@@ -451,11 +451,13 @@ def column_index_bound(plan: Plan, ld: B.Load, iname: str, jname: str, least: bo
     return B.substitute(e, sub)
 
 
-def edge_loads(plan: Plan) -> List[B.Load]:
-    """The accesses an edge block's shifted columns must keep inside their arrays: the output cell
-    and every load that moves with the columns (:func:`_edge_block`)."""
+def edge_loads(plan: Plan) -> List[Tuple[B.Load, bool]]:
+    """The accesses an edge block's shifted columns must keep inside their arrays, each with whether it
+    is the output: the output cell and every load that moves with the columns (:func:`_edge_block`).
+    A block kept at its first column reads and writes only its own output cells, so the output need
+    not reach past its last (a 16-column image in a 16-lane block, at ``k1 = 0``)."""
     body = plan.st.body
-    return [B.Load(body.array, tuple(body.index), plan.dtype)] + plan.per_v + plan.per_rv
+    return [(B.Load(body.array, tuple(body.index), plan.dtype), True)] + [(ld, False) for ld in plan.per_v + plan.per_rv]
 
 
 def right_anchored(plan: Plan, packed, jname: str) -> bool:
@@ -546,11 +548,13 @@ def _edge_block(printer, plan: Plan, mark: RegTile, reduction_loop, packed, oute
     outer = {v: f"({plan.args[v]})" for v in plan.outer_iters(iname, jname)}
     at = {**outer, ROW_LO: f"({ilb})", ROW_HI: f"({iub})"}
     inside, right = [], []
-    for ld in edge_loads(plan):
+    for ld, output in edge_loads(plan):
         least = column_index_bound(plan, ld, iname, jname)
         if least is None:
             return None
         inside.append(f"({bp.expr(_subst(least, {**at, jname: f'(({jub}) - {NR - 1})'}))}) >= 0")
+        if output:
+            continue
         most = column_index_bound(plan, ld, iname, jname, least=False)
         if right is not None and most is not None:
             extent = printer.arrays[ld.array].shape[column_axis(ld, jname, stepped=True)]

@@ -440,3 +440,7 @@ def test_roles_vectorise_output_channels_only_below_a_vector_of_columns():
     assert (autotile.roles(wide, "S0").j) == "x1"
     few = polytile.schedule(src, shapes={"I": (1, 8, 9, 9), "K": (3, 3, 8, 16)})  # 16 channels: not worth it
     assert autotile.roles(few, "S0").j == "x1"
+    # "same" padding ties the columns to k1 (two of three k1 run edge blocks): channels up to 55 columns
+    same = PLAIDML_FORMS["same"]
+    assert autotile.roles(polytile.schedule(same, shapes={"I": (1, 8, 40, 40), "K": (3, 3, 8, 64)}), "S2").j == "co"
+    assert autotile.roles(polytile.schedule(same, shapes={"I": (1, 8, 56, 56), "K": (3, 3, 8, 64)}), "S2").j == "x1"

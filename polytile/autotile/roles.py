@@ -171,13 +171,20 @@ def _roles(s: Schedule, stmt: str) -> Optional[Roles]:
 #: An output whose last axis is shorter than this (one 512-bit vector of floats) fills few lanes of a
 #: register block's columns; :func:`_columns` then looks for another output axis to vectorise.
 SHORT_COLUMNS = 16
+#: The same for a last axis the domain ties to a reduction loop (a "same" convolution's x + kx - 1):
+#: two of three kx then run edge blocks.  NCHW 3x3 "same", GFLOP/s with the image columns / the output
+#: channels as the block's columns (Zen 5, two alternating runs, exploratory): 16x16x256 74-83 / 246-297,
+#: 20x20x128 191 / 275-317, 28x28x128 273-291 / 364-378, 40x40x128 259-268 / 300-334, 48x48x128
+#: 134-136 / 295-377, 56x56x128 384-389 / 339-347.
+TIED_COLUMNS = 56
 
 
 def _columns(st, out_iters: List[str], ext: Dict[str, int]) -> str:
     """The block's column loop: the output's last axis, unless it is shorter than :data:`SHORT_COLUMNS`
-    and another output loop at least twice that long is the last, unit-stride axis of an operand and
-    moves no operand along any other axis.  Then the sums are stored lane by lane
-    (``codegen.microkernel.Plan.out_strided``), once per block.
+    (:data:`TIED_COLUMNS` where the domain ties it to a reduction loop) and another output loop at
+    least 32 long is the last, unit-stride axis of an operand and moves no operand along any other
+    axis.  Then the sums are stored lane by lane (``codegen.microkernel.Plan.out_strided``), once per
+    block.
 
     A channels-first convolution of a small image, ``O[n, co, y, x] = +(I[n, ci, y + ky, x + kx] *
     K[ky, kx, ci, co])`` at 7x7 or 14x14, ran 8-lane blocks over ``x``, 7 or 14 lanes of them useful,
@@ -188,12 +195,13 @@ def _columns(st, out_iters: List[str], ext: Dict[str, int]) -> str:
     >>> # O[n, co, x0, x1] at 7x7, K[.., co] -> "co";  at 56x56 -> "x1";  C[i, j] (any size) -> "j"
     """
     last = out_iters[-1]
-    if ext.get(last, 0) >= SHORT_COLUMNS:
+    tied = bool(_tied(st, {last}) - set(out_iters))
+    if ext.get(last, 0) >= (TIED_COLUMNS if tied else SHORT_COLUMNS):
         return last
     loads = B.loads(st.body.value)
 
     def vector_operand(v: str) -> bool:
-        if out_iters.count(v) != 1 or ext.get(v, 0) < 2 * SHORT_COLUMNS:
+        if out_iters.count(v) != 1 or ext.get(v, 0) < 32:
             return False
         unit = False
         for ld in loads:
