@@ -243,6 +243,11 @@ class BodyPrinter:
         self.locals: Dict[str, str] = {}  # array -> scalar replacing it (array contraction)
         self.libm: set = set()  # the libm functions the rendered code calls (expf, tanh, ...: vector_math_prelude)
 
+    def _math(self, name: str) -> str:
+        """The C name a libm call goes through: the prelude's guard for :data:`GUARDED` functions
+        (``exp`` -> ``pt_exp``) when this printer renders a Tile kernel, else the function itself."""
+        return "pt_" + name if self.guarded and name in GUARDED else name
+
     def access(self, array: str, index) -> str:
         if array in self.locals:
             return self.locals[array]
@@ -315,8 +320,7 @@ class BodyPrinter:
                  "floor", "ceil", "round", "pow"):
             name = "pt_round" if f == "round" else math_name
             self.libm.add(name + suffix)  # suffix "f" for float32 only: the double function otherwise
-            if f in GUARDED and self.guarded:
-                name = "pt_" + f
+            name = self._math(name)
             if isf:
                 return f"{name}{suffix}({', '.join(args)})"
             # An integer argument: computed in double, truncated back (the oracle's rule).
@@ -337,8 +341,7 @@ class BodyPrinter:
             return back(f"pt_relu_{h}({hargs[0]})")
         if f == "sigmoid":
             self.libm.add("exp" + suffix)
-            exp = "pt_exp" if self.guarded else "exp"
-            return f"({one} / ({one} + {exp}{suffix}(-{args[0]})))"
+            return f"({one} / ({one} + {self._math('exp')}{suffix}(-{args[0]})))"
         if f == "recip":
             return f"({one} / {args[0]})" if isf else f"pt_div_{d}({one}, {args[0]})"
         raise InternalError(f"no C rendering of builtin {f}() for {d}")

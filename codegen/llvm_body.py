@@ -37,6 +37,11 @@ FP = ("contract",)
 _FLOAT = ("float32", "float64")
 
 
+def _suffix(dtype: str) -> str:
+    """The type suffix of a floating-point LLVM intrinsic (``llvm.fabs.f32``)."""
+    return "f32" if dtype == "float32" else "f64"
+
+
 class _Unbound(InternalError):
     """An isl AST expression names an iterator that is not in scope (a register tile falls back)."""
 
@@ -306,7 +311,7 @@ class BodyEmitter:
         suffix = "f" if dtype == "float32" else ""
         if name in ("sqrt", "floor", "ceil"):
             # Correctly rounded (sqrt) or exact (floor, ceil): the intrinsic is libm's result.
-            return self.b.call(self.intrinsic(f"llvm.{name}.{'f32' if dtype == 'float32' else 'f64'}", t, [t]), args)
+            return self.b.call(self.intrinsic(f"llvm.{name}.{_suffix(dtype)}", t, [t]), args)
         if name == "round":
             return self.round(args[0], dtype)
         if self.vector.available(name + suffix):
@@ -323,7 +328,7 @@ class BodyEmitter:
         softmax's ``exp(-1e9)`` goes through libmvec's scalar callout."""
         b, t = self.b, value_type(dtype)
         shift, half = (7.5, 96.5) if dtype == "float32" else (18.0, 728.0)
-        far = b.fcmp_ordered(">", b.call(self.intrinsic(f"llvm.fabs.{'f32' if dtype == 'float32' else 'f64'}", t, [t]),
+        far = b.fcmp_ordered(">", b.call(self.intrinsic(f"llvm.fabs.{_suffix(dtype)}", t, [t]),
                                          [b.fadd(x, ir.Constant(t, shift))]), ir.Constant(t, half))
         r = self.vector.call(b, "expf" if dtype == "float32" else "exp", [b.select(far, ir.Constant(t, 0.0), x)], t)
         s = b.select(b.fcmp_ordered(">", x, ir.Constant(t, 0.0)), ir.Constant(t, float("inf")), ir.Constant(t, 0.0))
@@ -346,7 +351,7 @@ class BodyEmitter:
 
     def round(self, x: ir.Value, dtype: str) -> ir.Value:
         """``pt_round``: half away from zero, exactly: LLVM's ``llvm.round`` is C's ``round()``."""
-        return self.b.call(self.intrinsic(f"llvm.round.{'f32' if dtype == 'float32' else 'f64'}", x.type, [x.type]), [x])
+        return self.b.call(self.intrinsic(f"llvm.round.{_suffix(dtype)}", x.type, [x.type]), [x])
 
     def call(self, n: B.Call, env) -> ir.Value:
         """Builtins with the meaning of :meth:`.c_expr.BodyPrinter.call`."""
@@ -420,7 +425,7 @@ class BodyEmitter:
             # llvm.maximum/minimum: NaN-propagating like pt_max_* (the signed zeros aside, which compare
             # equal), and a reduction kind the loop vectoriser splits into lanes; the select is not.
             t = value_type(dtype)
-            fn = self.intrinsic(f"llvm.{s.reduce}imum.{'f32' if dtype == 'float32' else 'f64'}", t, [t, t])
+            fn = self.intrinsic(f"llvm.{s.reduce}imum.{_suffix(dtype)}", t, [t, t])
             value = self.b.call(fn, [self.load_elem(ptr, dtype), value])
         elif s.reduce is not None:
             value = self.reduce(s.reduce, self.load_elem(ptr, dtype), value, dtype)

@@ -250,15 +250,18 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
     at = {**env, microkernel.ROW_LO: i0, microkernel.ROW_HI: iub}
     inside, keep = ir.Constant(I1, 1), ir.Constant(I1, 1)
     last = b.add(j0, ir.Constant(I64, mark.nr - 1))
-    for ld, output in microkernel.edge_loads(plan):
+    for ld, output in microkernel.edge_loads(plan):  # as microkernel._edge_block
         least = microkernel.column_index_bound(plan, ld, mark.rows, mark.cols)
-        most = microkernel.column_index_bound(plan, ld, mark.rows, mark.cols, least=False)
-        if least is None or most is None:
+        if least is None:
             inside = keep = ir.Constant(I1, 0)
             break
         e = gen.body.as_type(least, "int64", {**at, mark.cols: shifted})
         inside = b.and_(inside, b.icmp_signed(">=", e, ir.Constant(I64, 0)))
         if output:
+            continue
+        most = microkernel.column_index_bound(plan, ld, mark.rows, mark.cols, least=False)
+        if most is None:
+            keep = ir.Constant(I1, 0)
             continue
         extent = gen.arrays[ld.array].shape[microkernel.column_axis(ld, mark.cols, stepped=True)]
         e = gen.body.as_type(most, "int64", {**at, mark.cols: last})
