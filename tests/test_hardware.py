@@ -504,6 +504,9 @@ def _cpuinfo(vendor: str, family: int, model: int, name: str, flags: str, n: int
     ("GenuineIntel", 6, 0x55, "fma avx2 avx512f", 2, "Skylake-SP"),
     ("GenuineIntel", 6, 0x8F, "fma avx2 avx512f", 2, "Sapphire Rapids"),
     ("GenuineIntel", 6, 0x8C, "fma avx2 avx512f", 1, "Tiger Lake"),
+    # A KVM guest on a Sapphire Rapids host that reports Rocket Lake's model: AMX outranks the model.
+    ("GenuineIntel", 6, 0xA7, "fma avx2 avx512f amx_tile", 2, "reported as Rocket Lake"),
+    ("GenuineIntel", 6, 0xA7, "fma avx2 avx512f", 1, "Rocket Lake"),
     # An AVX-512 model not in the table keeps the stated default.
     ("GenuineIntel", 6, 0x01, "fma avx2 avx512f", 2, "not visible in cpuinfo"),
 ])

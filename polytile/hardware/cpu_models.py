@@ -18,6 +18,9 @@ cycle as two 256-bit units, and the right peak for a roofline.
 
 Model numbers are CPUID's (family 6 for these Intel cores; 0x19 Zen 3/4,
 0x1A Zen 5 for AMD; 0x17 Zen 1 and 2), as the Linux kernel and LLVM's host detection list them.
+A hypervisor may report another model than the part it runs on (a KVM guest on a
+Sapphire Rapids host seen as model A7h, Rocket Lake, with a 2 MiB L2 and AMX): the
+AMX flags, which only the Xeon cores have, outrank a client model number.
 
     >>> fma_units("AuthenticAMD", 0x19, 0x11, {"avx512f", "fma"})
     (1, 'AMD family 19h model 11h (Zen 4): 512-bit operations run on two 256-bit FMA pipes, one 512-bit FMA per cycle')
@@ -25,6 +28,8 @@ Model numbers are CPUID's (family 6 for these Intel cores; 0x19 Zen 3/4,
     2
     >>> fma_units("GenuineIntel", 6, 0x9E, {"avx2", "fma"}) is None
     True
+    >>> fma_units("GenuineIntel", 6, 0xA7, {"avx512f", "amx_tile"})[0]   # a guest's masked model
+    2
 
 The private L2's bandwidth into L1 is not in ``/proc/cpuinfo`` either:
 :func:`l2_bytes_per_cycle` knows the parts that differ from the 32 bytes per
@@ -64,6 +69,10 @@ def fma_units(vendor: str, family: int, model: int, flags: AbstractSet[str]) -> 
         return None
     where = f"{'AMD' if vendor == 'AuthenticAMD' else 'Intel'} family {family:X}h model {model:02X}h"
     if vendor == "GenuineIntel" and family == 6:
+        if "amx_tile" in flags and model not in _INTEL_SERVER_2FMA:
+            told = f" (reported as {_INTEL_CLIENT_1FMA[model]}, as a hypervisor may)" if model in _INTEL_CLIENT_1FMA else ""
+            return 2, (f"{where}{told} with AMX, which only the Xeon cores (Sapphire Rapids on) have: "
+                       f"two 512-bit FMA units")
         if model in _INTEL_SERVER_2FMA:
             return 2, (f"{where} ({_INTEL_SERVER_2FMA[model]}): two 512-bit FMA units "
                        f"(some Xeon Bronze, Silver and Gold 5xxx parts have one)")
