@@ -250,22 +250,18 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
     at = {**env, microkernel.ROW_LO: i0, microkernel.ROW_HI: iub}
     inside, keep = ir.Constant(I1, 1), ir.Constant(I1, 1)
     last = b.add(j0, ir.Constant(I64, mark.nr - 1))
-    for ld, output in microkernel.edge_loads(plan):  # as microkernel._edge_block
-        least = microkernel.column_index_bound(plan, ld, mark.rows, mark.cols)
-        if least is None:
-            inside = keep = ir.Constant(I1, 0)
-            break
-        e = gen.body.as_type(least, "int64", {**at, mark.cols: shifted})
-        inside = b.and_(inside, b.icmp_signed(">=", e, ir.Constant(I64, 0)))
-        if output:
-            continue
-        most = microkernel.column_index_bound(plan, ld, mark.rows, mark.cols, least=False)
-        if most is None:
+    bounds = microkernel.edge_bounds(plan, mark.rows, mark.cols, gen.arrays)
+    if bounds is None:
+        inside = keep = ir.Constant(I1, 0)
+    else:
+        for least in bounds[0]:
+            e = gen.body.as_type(least, "int64", {**at, mark.cols: shifted})
+            inside = b.and_(inside, b.icmp_signed(">=", e, ir.Constant(I64, 0)))
+        for most, extent in bounds[1] or []:
+            e = gen.body.as_type(most, "int64", {**at, mark.cols: last})
+            keep = b.and_(keep, b.icmp_signed("<", e, ir.Constant(I64, extent)))
+        if bounds[1] is None:
             keep = ir.Constant(I1, 0)
-            continue
-        extent = gen.arrays[ld.array].shape[microkernel.column_axis(ld, mark.cols, stepped=True)]
-        e = gen.body.as_type(most, "int64", {**at, mark.cols: last})
-        keep = b.and_(keep, b.icmp_signed("<", e, ir.Constant(I64, extent)))
     nr = ir.Constant(I64, mark.nr)
 
     def shifted_edge() -> None:

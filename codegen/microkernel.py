@@ -451,13 +451,27 @@ def column_index_bound(plan: Plan, ld: B.Load, iname: str, jname: str, least: bo
     return B.substitute(e, sub)
 
 
-def edge_loads(plan: Plan) -> List[Tuple[B.Load, bool]]:
-    """The accesses an edge block's shifted columns must keep inside their arrays, each with whether it
-    is the output: the output cell and every load that moves with the columns (:func:`_edge_block`).
-    A block kept at its first column reads and writes only its own output cells, so the output need
-    not reach past its last (a 16-column image in a 16-lane block, at ``k1 = 0``)."""
+def edge_bounds(plan: Plan, iname: str, jname: str, arrays) -> Optional[Tuple[list, Optional[list]]]:
+    """What an edge block's condition tests, on both targets: the least column index of the output cell
+    and of every load moving with the columns (``>= 0`` once the columns shift left to end at the edge),
+    and each load's greatest index with its array's extent (below it, for a block kept at its first
+    column: such a block writes only its own output cells).  The second list is None when a load has no
+    greatest index; the whole None when an access has no least one.
+
+    >>> # C[i][j] += A[i][k] * B[k][j] -> ([<C's j>, <B's j>], [(<B's j>, N)])
+    """
     body = plan.st.body
-    return [(B.Load(body.array, tuple(body.index), plan.dtype), True)] + [(ld, False) for ld in plan.per_v + plan.per_rv]
+    least_all, most_all = [], []
+    for n, ld in enumerate([B.Load(body.array, tuple(body.index), plan.dtype)] + plan.per_v + plan.per_rv):
+        least = column_index_bound(plan, ld, iname, jname)
+        if least is None:
+            return None
+        least_all.append(least)
+        if n and most_all is not None:  # a load (n = 0 is the output cell)
+            most = column_index_bound(plan, ld, iname, jname, least=False)
+            most_all = None if most is None else most_all + [
+                (most, arrays[ld.array].shape[column_axis(ld, jname, stepped=True)])]
+    return least_all, most_all
 
 
 def right_anchored(plan: Plan, packed, jname: str) -> bool:
@@ -547,20 +561,12 @@ def _edge_block(printer, plan: Plan, mark: RegTile, reduction_loop, packed, oute
     # by their AST expressions, the reduction loops at their ends (column_index_bound).
     outer = {v: f"({plan.args[v]})" for v in plan.outer_iters(iname, jname)}
     at = {**outer, ROW_LO: f"({ilb})", ROW_HI: f"({iub})"}
-    inside, right = [], []
-    for ld, output in edge_loads(plan):
-        least = column_index_bound(plan, ld, iname, jname)
-        if least is None:
-            return None
-        inside.append(f"({bp.expr(_subst(least, {**at, jname: f'(({jub}) - {NR - 1})'}))}) >= 0")
-        if output:
-            continue
-        most = column_index_bound(plan, ld, iname, jname, least=False)
-        if right is not None and most is not None:
-            extent = printer.arrays[ld.array].shape[column_axis(ld, jname, stepped=True)]
-            right.append(f"({bp.expr(_subst(most, {**at, jname: f'(({jlb}) + {NR - 1})'}))}) < {extent}")
-        else:
-            right = None
+    bounds = edge_bounds(plan, iname, jname, printer.arrays)
+    if bounds is None:
+        return None
+    inside = [f"({bp.expr(_subst(least, {**at, jname: f'(({jub}) - {NR - 1})'}))}) >= 0" for least in bounds[0]]
+    right = None if bounds[1] is None else [
+        f"({bp.expr(_subst(most, {**at, jname: f'(({jlb}) + {NR - 1})'}))}) < {extent}" for most, extent in bounds[1]]
     shift = " && ".join(dict.fromkeys(inside))
     pad = padded_columns(plan, packed, jname)
     cond = (f"({iub}) - ({ilb}) + 1 <= {MR} && ({jub}) - ({jlb}) + 1 <= {NR} && ({iub}) >= ({ilb}) "

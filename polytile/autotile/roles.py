@@ -182,9 +182,9 @@ TIED_COLUMNS = 56
 def _columns(st, out_iters: List[str], ext: Dict[str, int]) -> str:
     """The block's column loop: the output's last axis, unless it is shorter than :data:`SHORT_COLUMNS`
     (:data:`TIED_COLUMNS` where the domain ties it to a reduction loop) and another output loop at
-    least 32 long is the last, unit-stride axis of an operand and moves no operand along any other
-    axis.  Then the sums are stored lane by lane (``codegen.microkernel.Plan.out_strided``), once per
-    block.
+    least twice :data:`SHORT_COLUMNS` long is the last, unit-stride axis of an operand and moves no
+    operand along any other axis.  Then the sums are stored lane by lane
+    (``codegen.microkernel.Plan.out_strided``), once per block.
 
     A channels-first convolution of a small image, ``O[n, co, y, x] = +(I[n, ci, y + ky, x + kx] *
     K[ky, kx, ci, co])`` at 7x7 or 14x14, ran 8-lane blocks over ``x``, 7 or 14 lanes of them useful,
@@ -201,7 +201,7 @@ def _columns(st, out_iters: List[str], ext: Dict[str, int]) -> str:
     loads = B.loads(st.body.value)
 
     def vector_operand(v: str) -> bool:
-        if out_iters.count(v) != 1 or ext.get(v, 0) < 32:
+        if out_iters.count(v) != 1 or ext.get(v, 0) < 2 * SHORT_COLUMNS:
             return False
         unit = False
         for ld in loads:
