@@ -38,7 +38,7 @@ def zero_per_block(s: Schedule, cfg, r, cache_bytes: int) -> Schedule:
         return s
     names = s.loop_names(r.stmt)
     try:
-        return s.fuse_first(r.stmt, fills[0], names.index(f"{r.i}_t1") + 1)
+        return s.fuse_first(r.stmt, fills[0], max(names.index(f"{r.i}_t1"), names.index(f"{r.j}_t1")) + 1)
     except PolytileError:
         return s
 

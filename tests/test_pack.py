@@ -309,10 +309,10 @@ def test_a_segment_deep_enough_is_no_tie_break():
     # a GEMM's kc = 64 (64 steps) stays behind kc = 256.
     s = polytile.schedule(path_of("conv2d"), dims="N=1,H=32,W=32,CI=256,KH=3,KW=3,CO=32")
     cfg = lambda kc: autotile.TileConfig("S0", "x", "co", "ci", 6, 32, kc, 6, 32, 16, "jki", "y")  # noqa: E731
-    assert autotile.structure_key(s, cfg(16))[4] == autotile.structure_key(s, cfg(32))[4] == -autotile.DEEP_ENOUGH
+    assert autotile.structure_key(s, cfg(16))[5] == autotile.structure_key(s, cfg(32))[5] == -autotile.DEEP_ENOUGH
     g = polytile.schedule(path_of("matmul"), dims="M=512,N=512,K=512")
     mk = lambda kc: autotile.TileConfig("S0", "i", "j", "k", 128, 256, kc, 8, 32, 16, "jki", "j_t")  # noqa: E731
-    assert autotile.structure_key(g, mk(64))[4] > autotile.structure_key(g, mk(256))[4]
+    assert autotile.structure_key(g, mk(64))[5] > autotile.structure_key(g, mk(256))[5]
 
 
 def test_a_streamed_operand_packed_once_costs_its_panel_writes_only():

@@ -7,8 +7,8 @@ the blocked schedule is (BLIS's loop nest, generalised)::
       for j_t   (nc)      columns of the output, step nc
         for k_t (kc)      one reduction loop, step kc
           for i_t (mc)    rows, step mc
-            for j_t1 (nr) register blocks
-              for i_t1 (mr)
+            for j_t1 (nr) register blocks   (inner="ij": i_t1 outside j_t1, see
+              for i_t1 (mr)                  roles.INNER and search._columns_inner)
                 for R_rest, k      (all reduction loops)      <- regtile mark
                   for i (mr), j (nr)   accumulators in vector registers
 
@@ -27,13 +27,14 @@ The package: :mod:`.roles` (a contraction's loops in the nest, :class:`TileConfi
 """
 from .packing import (L3_SHARE, PACK_BUDGET, PACK_MIN_REUSE, PREFETCH_STREAMS, RUN_LOSS, PackPlan, operand_seconds,
                       pack_plan, pack_seconds, stream_seconds, streamed_columns)
-from .roles import ORDERS, ROW_EXTENT, Roles, TileConfig, blocked_order, roles
-from .search import (BALANCE, DEEP_ENOUGH, NARROW_REDUCTION, TIE, apply, autotile, balance, candidates,
-                     contraction_statements, fuse_epilogues, memory_time, narrow_widths, rank, regions, sample,
-                     structure_key, zero_per_block)
+from .roles import INNER, ORDERS, ROW_EXTENT, Roles, TileConfig, block_loops, blocked_order, roles
+from .search import (BALANCE, COLUMNS_INNER_ROWS, DEEP_ENOUGH, NARROW_REDUCTION, TIE, aliased_rows, apply, autotile,
+                     balance, candidates, contraction_statements, fuse_epilogues, memory_time, narrow_widths,
+                     output_rows_alias, rank, regions, sample, structure_key, zero_per_block)
 
 __all__ = ["L3_SHARE", "PACK_BUDGET", "PACK_MIN_REUSE", "PREFETCH_STREAMS", "RUN_LOSS", "PackPlan", "operand_seconds",
-           "pack_plan", "pack_seconds", "stream_seconds", "streamed_columns", "ORDERS", "ROW_EXTENT", "Roles",
-           "TileConfig", "blocked_order", "roles", "BALANCE", "DEEP_ENOUGH", "NARROW_REDUCTION", "TIE", "apply",
-           "autotile", "balance", "candidates", "contraction_statements", "fuse_epilogues", "memory_time",
-           "narrow_widths", "rank", "regions", "sample", "structure_key", "zero_per_block"]
+           "pack_plan", "pack_seconds", "stream_seconds", "streamed_columns", "INNER", "ORDERS", "ROW_EXTENT", "Roles",
+           "TileConfig", "block_loops", "blocked_order", "roles", "BALANCE", "COLUMNS_INNER_ROWS", "DEEP_ENOUGH",
+           "NARROW_REDUCTION", "TIE", "aliased_rows", "apply", "autotile", "balance", "candidates",
+           "contraction_statements", "fuse_epilogues", "memory_time", "narrow_widths", "output_rows_alias", "rank",
+           "regions", "sample", "structure_key", "zero_per_block"]

@@ -14,6 +14,11 @@ from ..scheduling import Schedule
 from ..scheduling.core import _value_range
 
 ORDERS = ("jki", "kji", "ijk", "jik", "kij", "ikj")  # order of the cache-tile loops, outermost first
+#: Order of the two register-block loops, outer first: ``"ji"`` runs the row blocks innermost (the
+#: ``kc x nr`` column sliver stays in L1 while the row panel streams from L2), ``"ij"`` the column
+#: blocks (the ``mr x kc`` row sliver stays in L1, the ``kc x nc`` column panel streams from L2, and
+#: successive blocks of the output lie side by side along its rows).
+INNER = ("ji", "ij")
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,7 @@ class TileConfig:
     parallel: Optional[str] = None  # loop name to run in parallel ("j_t", "i_t", an O_rest loop...)
     regtile: bool = True
     pack: bool = True  # copy operand panels into blocked buffers where :func:`pack_plan` says it pays
+    inner: str = "ji"  # order of the register-block loops (:data:`INNER`)
 
     def to_json(self) -> Dict:
         return dict(self.__dict__)
@@ -41,7 +47,7 @@ class TileConfig:
     def __str__(self) -> str:
         return (f"{self.stmt}: {self.i}/{self.j}/{self.k} mc={self.mc} nc={self.nc} kc={self.kc} "
                 f"mr={self.mr} nr={self.nr} order={self.order} par={self.parallel} reg={'y' if self.regtile else 'n'}"
-                + ("" if self.pack or not self.regtile else " pack=n"))
+                + ("" if self.pack or not self.regtile else " pack=n") + ("" if self.inner == "ji" else f" inner={self.inner}"))
 
 
 @dataclass(frozen=True)
@@ -250,11 +256,23 @@ def inner_points(r: Roles) -> int:
 
 
 def blocked_order(r: Roles, cfg: TileConfig) -> List[str]:
-    """Loop names of the blocked nest, outermost first (see the module docstring)."""
+    """Loop names of the blocked nest, outermost first (see the module docstring).
+
+    >>> # matmul, order "ikj", inner "ji": i_t, k_t, j_t, j_t1, i_t1, k, i, j;  inner "ij": ..., i_t1, j_t1, k, i, j
+    """
     tiles = {"i": f"{r.i}_t", "j": f"{r.j}_t", "k": f"{r.k}_t"}
     inside = [v for v in r.reductions if v not in r.outside]
-    return list(r.outer) + [tiles[c] for c in cfg.order] + list(r.outside) + [f"{r.j}_t1", f"{r.i}_t1"] \
+    return list(r.outer) + [tiles[c] for c in cfg.order] + list(r.outside) + block_loops(r, cfg) \
         + inside + [r.k, r.i, r.j]
+
+
+def block_loops(r: Roles, cfg: TileConfig) -> List[str]:
+    """The two register-block loops of ``cfg``'s nest, outer first (:data:`INNER`).
+
+    >>> # inner "ji": ["j_t1", "i_t1"];  inner "ij": ["i_t1", "j_t1"]
+    """
+    loops = {"i": f"{r.i}_t1", "j": f"{r.j}_t1"}
+    return [loops[c] for c in cfg.inner]
 
 
 def _trips(r: Roles, cfg: TileConfig) -> Dict[str, int]:

@@ -66,7 +66,8 @@ def _config_nest(s, cfg, hw, *, footprints: bool) -> _Nest:
     tile = {"i": (f"{cfg.i}_t", cfg.i, mc, E[cfg.i] / mc), "j": (f"{cfg.j}_t", cfg.j, nc, E[cfg.j] / nc),
             "k": (f"{cfg.k}_t", cfg.k, kc, E[cfg.k] / kc)}
     loops += [tile[c] for c in cfg.order]
-    loops += [(f"{cfg.j}_t1", cfg.j, nr, nc / nr), (f"{cfg.i}_t1", cfg.i, mr, mc / mr)]
+    blocks = {"j": (f"{cfg.j}_t1", cfg.j, nr, nc / nr), "i": (f"{cfg.i}_t1", cfg.i, mr, mc / mr)}
+    loops += [blocks[c] for c in cfg.inner]
     loops += [(v, v, 1, float(E[v])) for v in reds]
     loops += [(cfg.k, cfg.k, 1, float(kc)), (cfg.i, cfg.i, 1, float(mr)), (cfg.j, cfg.j, 1, float(nr))]
     fp_el, fp_ln, sets = [], [], {}

@@ -87,7 +87,8 @@ def _ms(seconds: Optional[float]) -> str:
 def _config_text(c: TileConfig) -> str:
     par = c.parallel or "-"
     return (f"{c.stmt} mc={c.mc} nc={c.nc} kc={c.kc} {c.mr}x{c.nr} {c.order} par={par} "
-            f"reg={'y' if c.regtile else 'n'}" + ("" if c.pack or not c.regtile else " pack=n"))
+            f"reg={'y' if c.regtile else 'n'}" + ("" if c.pack or not c.regtile else " pack=n")
+            + ("" if c.inner == "ji" else f" inner={c.inner}"))
 
 
 @dataclass

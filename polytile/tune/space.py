@@ -51,7 +51,7 @@ class _Space:
         if (mc, nc, kc) == (c.mc, c.nc, c.kc):
             return c
         return TileConfig(c.stmt, c.i, c.j, c.k, mc, nc, kc, c.mr, c.nr, c.lanes, c.order, c.parallel, c.regtile,
-                          c.pack)
+                          c.pack, c.inner)
 
     def moves(self, c: TileConfig, move: str) -> List[TileConfig]:
         """The distinct configurations one ``move`` away from ``c``."""
@@ -75,6 +75,8 @@ class _Space:
                 out.append(with_(nr=nr))
         elif move == "order":
             out = [with_(order=o) for o in autotile.ORDERS if o != c.order]
+        elif move == "inner":
+            out = [with_(inner=o) for o in autotile.INNER if o != c.inner] if c.regtile else []
         elif move == "parallel":
             out = [with_(parallel=p) for p in self.parallel if p != c.parallel]
         elif move == "regtile":
@@ -88,7 +90,7 @@ class _Space:
         return uniq
 
 
-MOVES = ("mc", "nc", "kc", "block", "order", "parallel", "regtile", "pack")
+MOVES = ("mc", "nc", "kc", "block", "order", "inner", "parallel", "regtile", "pack")
 
 
 def _predictor(hw) -> Tuple[Optional[Callable], str]:
