@@ -653,16 +653,16 @@ def next_block_prefetch(bp, array, index, iname: str, jname: str, MR: int, NR: i
     """Prefetch (for writing, into L2) the accumulator block the next row block will load.
 
     Rows-innermost nests (``for j_t1: for i_t1``, the autotiler's usual) read the ``MR`` rows below
-    this one, same columns, in the next register tile.  (Columns innermost, ``inner="ij"``, those rows
-    come ``nc / nr`` tiles later and the next tile's own cells lie beside this one's, where the
-    prefetchers follow the rows: prefetching them instead, or nothing, measured within noise of this,
-    SGEMM 2048^3 on the Xeon VM.)  Those rows were last touched one
+    this one, same columns, in the next register tile.  Those rows were last touched one
     ``kc`` step ago, a whole output panel earlier, so they come from L3 or memory; loaded
     at the start of the next tile they stall its first multiply-adds, while a prefetch issued
     here has the whole reduction loop to arrive (measured: SGEMM 2048^3 about 3% faster on a
     Xeon with AVX-512).  L2 rather than L1: the packed slivers stream through L1 meanwhile.
     The address is formed only when those rows are inside the array (a prefetch never faults,
-    but C pointer arithmetic past the array is undefined).
+    but C pointer arithmetic past the array is undefined).  Columns innermost (``inner="ij"``) the
+    next tile lies beside this one, where the prefetchers follow the rows, and these rows come
+    ``nc / nr`` tiles later: prefetching the tile beside instead, or nothing, measured within noise
+    of this (SGEMM 2048^3, Xeon VM).
 
     >>> # __builtin_prefetch(&C[(pt_i0 + 8)][(pt_j0 + 0)], 1, 2); ...
     """

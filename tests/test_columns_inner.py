@@ -117,9 +117,39 @@ def test_few_rows_or_rows_that_do_not_alias_keep_the_rows_innermost(dims):
 
 
 def test_the_tuner_moves_between_the_arrangements():
+    """Both ways, with or without the register tile (the block loops exist either way)."""
     s = polytile.schedule("examples/matmul.tile", dims="M=512,N=512,K=512")
     hw = hardware.load("x86-avx512")
     cands = autotile.candidates(s, "S0", hw)
     space = _Space(s, "S0", hw, cands)
     c = next(c for c in cands if c.inner == "ji")
-    assert [m.inner for m in space.moves(c, "inner")] == ["ij"]
+    moved = space.moves(c, "inner")
+    assert [m.inner for m in moved] == ["ij"]
+    assert [m.inner for m in space.moves(moved[0], "inner")] == ["ji"]
+    plain = dataclasses.replace(c, regtile=False)
+    assert [m.inner for m in space.moves(plain, "inner")] == ["ij"]
+
+
+def test_an_unknown_block_order_is_refused():
+    s = polytile.schedule("examples/matmul.tile", dims="M=64,N=64,K=64")
+    with pytest.raises(ValueError, match="inner must be one of ji, ij"):
+        _config(s, dict(mc=32, nc=64, kc=16, mr=4), 8, inner="ik")
+    with pytest.raises(ValueError, match="order must be one of"):
+        _config(s, dict(mc=32, nc=64, kc=16, mr=4), 8, order="ijj")
+
+
+def test_rows_alias_by_the_stride_of_the_row_loop():
+    """The stride of the axis the row loop walks, with the column loop on the last axis: a batch of
+    products whose rows are a page long aliases, and so do the channels of a 32x32 channels-first
+    image (4 KiB apart); a channels-first output whose column loop is the channels, not the last
+    axis, does not count."""
+    def alias(path, dims, stmt="S0"):
+        s = polytile.schedule(path, dims=dims)
+        r = autotile.roles(s, stmt)
+        return r, autotile.aliased_rows(s, r)
+    assert alias("examples/batched_matmul.tile", "NB=2,M=300,K=64,N=1024")[1]
+    assert not alias("examples/batched_matmul.tile", "NB=2,M=300,K=64,N=1000")[1]
+    r, aliases = alias("examples/conv2d_nchw.tile", "N=1,CI=16,L0=32,L1=32,CO=16", "S2")
+    assert (r.i, r.j) == ("co", "x1") and aliases
+    r, aliases = alias("examples/conv2d_nchw.tile", "N=1,CI=64,L0=8,L1=8,CO=64", "S2")
+    assert (r.i, r.j) == ("x1", "co") and not aliases

@@ -157,20 +157,25 @@ def test_json_round_trip():
     assert math.isclose(back.speedup, r.speedup)
 
 
-def test_trials_carry_time_stamps_and_format_2_still_reads():
+def test_trials_carry_time_stamps_and_older_formats_still_read():
     r = T.tune(MATMUL, "M=16,N=16,K=16", cache=False, **dict(QUICK, max_trials=3, top_k=2))
     stamps = [t.at_s for t in r.trials]
     assert all(s is not None and s >= 0 for s in stamps) and stamps == sorted(stamps)
     data = json.loads(json.dumps(r.to_json()))
-    assert data["polytile_tune"] == T.FORMAT_VERSION == 3
-    # A result saved before trials carried time stamps (format 2) still reads, without them.
+    assert data["polytile_tune"] == T.FORMAT_VERSION == 4
+    # A result saved before configurations carried the register blocks' order (format 3) reads with
+    # the only order there was; one saved before trials carried time stamps (format 2), without them.
+    for c in data["best"]["configs"] + [c for t in data["trials"] for c in t["configs"]]:
+        assert c.pop("inner") in ("ji", "ij")
+    data["polytile_tune"] = 3
+    assert all(c.inner == "ji" for c in T.TuneResult.from_json(data).best_configs)
     data["polytile_tune"] = 2
     for t in data["trials"]:
         del t["at_s"]
     old = T.TuneResult.from_json(data)
     assert [t.at_s for t in old.trials] == [None] * 3 and old.best.steps == r.best.steps
     data["polytile_tune"] = 1
-    with pytest.raises(PolytileError, match="format 2 or 3"):
+    with pytest.raises(PolytileError, match="format 2 or 3 or 4"):
         T.TuneResult.from_json(data)
 
 

@@ -108,7 +108,9 @@ def pack_plan(s: Schedule, cfg: TileConfig, *, budget: Optional[int] = None) -> 
     among those whose panel -- the box of the operand's index ranges over one
     iteration of that loop -- fits ``budget`` bytes and is re-read at least
     ``PACK_MIN_REUSE`` times per copy (``reuse``: trip counts of the loops
-    inside that do not move the panel).  Unpacked, the tile reads ``mr`` rows
+    inside that do not move the panel; a row panel of a nest with the column
+    blocks innermost need only fit half of :data:`L3_SHARE`, being read one
+    sliver at a time).  Unpacked, the tile reads ``mr`` rows
     (or ``kc`` rows of ``nr`` columns) a row stride apart -- as many streams,
     cache-set conflicts and TLB pages; packed, one contiguous stream.
 

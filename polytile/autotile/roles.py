@@ -41,13 +41,20 @@ class TileConfig:
     pack: bool = True  # copy operand panels into blocked buffers where :func:`pack_plan` says it pays
     inner: str = "ji"  # order of the register-block loops (:data:`INNER`)
 
+    def __post_init__(self) -> None:
+        if self.inner not in INNER:
+            raise ValueError(f"TileConfig.inner must be one of {', '.join(INNER)}, not {self.inner!r}")
+        if self.order not in ORDERS:
+            raise ValueError(f"TileConfig.order must be one of {', '.join(ORDERS)}, not {self.order!r}")
+
     def to_json(self) -> Dict:
         return dict(self.__dict__)
 
     def __str__(self) -> str:
         return (f"{self.stmt}: {self.i}/{self.j}/{self.k} mc={self.mc} nc={self.nc} kc={self.kc} "
                 f"mr={self.mr} nr={self.nr} order={self.order} par={self.parallel} reg={'y' if self.regtile else 'n'}"
-                + ("" if self.pack or not self.regtile else " pack=n") + ("" if self.inner == "ji" else f" inner={self.inner}"))
+                + ("" if self.pack or not self.regtile else " pack=n")
+                + ("" if self.inner == "ji" else f" inner={self.inner}"))
 
 
 @dataclass(frozen=True)

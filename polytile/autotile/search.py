@@ -14,6 +14,7 @@ from ..cost.nest import pads_columns
 from ..epilogues import fuse_epilogues, zero_per_block
 from ..errors import PolytileError, ScheduleError
 from ..hardware import CPUDescriptor
+from ..poly import body as B
 from ..scheduling import Schedule
 from .packing import L3_SHARE, PREFETCH_STREAMS, operand_seconds, pack_plan, streamed_columns
 from .roles import Roles, TileConfig, _trips, blocked_order, inner_points, roles
@@ -112,7 +113,9 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
 
     mr x nr/lanes accumulators fit the vector registers (leaving room for
     operands), an ``mr x kc`` + ``kc x nr`` panel fits L1, ``mc x kc`` fits
-    L2, ``kc x nc`` fits the last level a core can use.
+    L2, ``kc x nc`` fits the last level a core can use.  Where the output's rows
+    alias, also nests with the column blocks innermost, on their own terms
+    (:func:`_columns_inner`), sampled apart: up to ``limit // 4`` more.
     """
     r = roles(s, stmt)
     if r is None:
@@ -176,6 +179,7 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
                   if mr <= E[r.i] and (nr <= E[r.j] or (pad and nr < E[r.j] + width and width < 2 * E[r.j]))]
     streamed = bool(streamed_columns(s, r, hw))
     columns_inner: List[Tuple] = []
+    aliases = aliased_rows(s, r)
     for mr, nr, width in blocks:
         # The two longest reduction segments whose mr x kc + kc x nr slivers fit L1
         # (BLIS's kc rule; shorter ones only reload the accumulators more often).
@@ -208,7 +212,7 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
                     for order in ("jki", "kji", "ijk", "ikj", "kij"):
                         # A narrower width rides at the end, so a full-width entry reads (and samples) as before.
                         out.append((mc, nc, kc, mr, nr, order) + ((width,) if width != lanes else ()))
-        if aliased_rows(s, r):
+        if aliases:
             columns_inner += _columns_inner(E, r, mr, nr, width, lanes, rest, item, (l1, l2, l3), cores, regs)
     # Deduplicate (clamped sizes collide) and keep the set manageable.  The parallel loop is a
     # function of the other fields, so it is worked out only for the configurations kept.  The
@@ -226,10 +230,10 @@ def candidates(s: Schedule, stmt: str, hw: CPUDescriptor, *, limit: int = 600,
 #: Output rows from which a blocked nest may run its column blocks innermost (``inner="ij"``,
 #: :func:`_columns_inner`), where those rows alias (:func:`aliased_rows`): the row sliver's reuse across
 #: a whole column panel, and the output's blocks side by side, pay where each core has many row blocks.
-#: (SGEMM 2048^3, 8x32 blocks, the same tile sizes otherwise: 300-311 GFLOP/s against 275 for rows
-#: innermost; 1024^3: 316 against 289 median; numpy 302-313.  Where the rows do not alias the rows
-#: innermost nest was as fast or faster: 1500^3 303 against 294, 512^3 and 600x500x700 3-6% faster.
-#: Xeon VM with AVX-512, exploratory, interleaved.)
+#: (Median GFLOP/s, interleaved with numpy, Xeon VM with AVX-512, exploratory; the spread is between
+#: runs minutes apart: SGEMM 2048^3 rows innermost 271-284, columns innermost 300-317, numpy 299-307;
+#: 1024^3 283-304, 293-316, 291-313.  Where the rows do not alias the rows-innermost nest was as fast
+#: or faster: 1500^3 303 against 294, 512^3 and 600x500x700 3-6% faster.)
 COLUMNS_INNER_ROWS = 256
 
 
@@ -244,7 +248,7 @@ def _columns_inner(E, r, mr: int, nr: int, width: int, lanes: int, rest: int, it
     256); the ``mc x kc`` row panel is read once per column panel from the last cache.  Only for outputs of at least :data:`COLUMNS_INNER_ROWS` rows and as many
     columns as a strip of four blocks: smaller ones keep the established rows-innermost nest.
 
-    >>> # SGEMM 2048^3, 8x32 on a 48 KiB L1 / 2 MiB L2: kc in (384, 512), nc with kc x nc x 4 <= 1 MiB
+    >>> # SGEMM 2048^3, 8x32 on a 48 KiB L1 / 2 MiB L2: kc in (512, 768), nc the widest with kc x nc x 4 <= 512 KiB
     """
     l1, l2, l3 = caches
     if E[r.i] < COLUMNS_INNER_ROWS or E[r.j] < 4 * nr or width != lanes or mr < 4:
@@ -362,10 +366,12 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict, *, bound=None,
     stream per row), (2) fewer parallel regions (:func:`regions`: every fork
     and join waits for the slowest thread, and a panel packed outside the
     parallel loop is a serial step; on a shared machine these dominate),
-    (3) a longer reduction segment ``kc`` (the accumulator block is loaded
+    (3) output blocks not walked down rows that alias in the caches
+    (:func:`output_rows_alias`: the column blocks innermost where the output's
+    rows are a whole number of pages long), (4) a longer reduction segment ``kc`` (the accumulator block is loaded
     and stored once per ``kc`` steps, and BLIS sizes ``kc`` so the ``kc x nr``
-    sliver fills L1 -- the candidates already respect that), (4) fewer
-    elements copied into packed panels over the run, (5) with ``memory`` (a
+    sliver fills L1 -- the candidates already respect that), (5) fewer
+    elements copied into packed panels over the run, (6) with ``memory`` (a
     configuration's predicted memory time, summed over the levels), the least:
     the model overlaps memory traffic with compute perfectly, the cores do
     not, so of two configurations the roofline calls compute-bound the one
@@ -438,8 +444,8 @@ def _rank_bounded(s: Schedule, configs: Sequence[TileConfig], predict, bound, ne
 
 
 def structure_key(s: Schedule, cfg: TileConfig) -> Tuple:
-    """Sort key of :func:`rank`'s tie-break: vector width, full blocks, packed operands, parallel regions, kc,
-    copying."""
+    """Sort key of :func:`rank`'s tie-break: vector width, full blocks, packed operands, parallel regions,
+    aliasing output rows, kc, copying."""
     r = roles(s, cfg.stmt)
     if r is None:
         return (0, 0.0, 0, 1, 0.0, 0, 0)
@@ -471,16 +477,20 @@ def output_rows_alias(s: Schedule, cfg: TileConfig) -> float:
 
 
 def aliased_rows(s: Schedule, r: Roles) -> bool:
-    """Whether the output rows of ``r``'s statement are a whole number of pages long (see
+    """Whether the output rows of ``r``'s statement -- the stride of the axis its row loop ``r.i`` walks --
+    are a whole number of pages, the column loop ``r.j`` running along the last axis (see
     :func:`output_rows_alias`).
 
     >>> # C[2048][2048] float32: True;  C[1500][1500]: False;  C[4096][64]: False (one 256-byte row per page)
     """
-    out = s.scop.array(s.scop.statement(r.stmt).body.array)
-    if len(out.shape) < 2:
+    st = s.scop.statement(r.stmt)
+    out = s.scop.array(st.body.array)
+    index = st.body.index
+    axes = [d for d, e in enumerate(index) if r.i in B.iter_names(e)]
+    if len(axes) != 1 or not index or r.j not in B.iter_names(index[-1]):
         return False
-    row = np.dtype(out.dtype).itemsize * out.shape[-1]
-    return row % PAGE_BYTES == 0
+    stride = np.dtype(out.dtype).itemsize * math.prod(out.shape[axes[0] + 1:])
+    return stride > 0 and stride % PAGE_BYTES == 0
 
 
 def _first_key(s: Schedule, cfg: TileConfig) -> Tuple[int, float]:

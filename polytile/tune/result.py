@@ -14,9 +14,10 @@ from ..scheduling import Schedule
 
 #: Format version of the cached/saved result JSON (part of the cache key, so results of an older format are
 #: tuned again rather than read without what the newer one records).
-FORMAT_VERSION = 3  # 2: configurations carry "pack"; 3: trials carry "at_s"
-#: Formats :meth:`TuneResult.from_json` reads: a format 2 result (a saved --json file) reads with at_s None.
-READABLE_FORMATS = (2, 3)
+FORMAT_VERSION = 4  # 2: configurations carry "pack"; 3: trials carry "at_s"; 4: configurations carry "inner"
+#: Formats :meth:`TuneResult.from_json` reads: a format 2 result (a saved --json file) reads with at_s None, and
+#: formats before 4 with every configuration's ``inner`` "ji" (the only order their register blocks had).
+READABLE_FORMATS = (2, 3, 4)
 #: Where a trial's configuration came from.
 SOURCES = ("model-top-k", "anneal", "seed")
 

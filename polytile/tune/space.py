@@ -76,7 +76,7 @@ class _Space:
         elif move == "order":
             out = [with_(order=o) for o in autotile.ORDERS if o != c.order]
         elif move == "inner":
-            out = [with_(inner=o) for o in autotile.INNER if o != c.inner] if c.regtile else []
+            out = [with_(inner=o) for o in autotile.INNER if o != c.inner]
         elif move == "parallel":
             out = [with_(parallel=p) for p in self.parallel if p != c.parallel]
         elif move == "regtile":
