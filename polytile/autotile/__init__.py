@@ -15,9 +15,9 @@ the blocked schedule is (BLIS's loop nest, generalised)::
 ``j`` is the output's unit-stride loop (vectorised), or, where that axis is
 shorter than a vector, another output loop that is an operand's unit-stride
 axis (``roles._columns``: a channels-first convolution's output channels; the
-block then adds each lane to its own cell), ``i`` another output loop.  A :class:`TileConfig` fixes the sizes,
-the order of the three cache-tile loops and of the two register-block loops, and the parallel loop; :func:`apply` turns it into schedule
-steps (legality-checked like any others).  :func:`candidates` enumerates
+block then adds each lane to its own cell), ``i`` another output loop.  A :class:`TileConfig` fixes the
+sizes, the order of the three cache-tile loops and of the two register-block loops, and the parallel
+loop; :func:`apply` turns it into schedule steps (legality-checked like any others).  :func:`candidates` enumerates
 configurations that fit the descriptor's caches, and :func:`autotile` picks
 the one the cost model predicts fastest.
 

@@ -248,8 +248,9 @@ def _columns_inner(E, r, mr: int, nr: int, width: int, lanes: int, rest: int, it
     from L2 (BLIS's arrangement, with the operands' roles exchanged): half of L1 for the row sliver, so
     ``kc`` may be twice the rows-innermost one, and the output block is loaded and stored half as
     often; the widest column panel in a quarter of L2 (half ran 5% slower: 2048^3, nc = 512 against
-    256); the ``mc x kc`` row panel is read once per column panel from the last cache.  Only for outputs of at least :data:`COLUMNS_INNER_ROWS` rows and as many
-    columns as a strip of four blocks: smaller ones keep the established rows-innermost nest.
+    256); the ``mc x kc`` row panel is read once per column panel from the last cache.  Only for
+    outputs of at least :data:`COLUMNS_INNER_ROWS` rows and as many columns as a strip of four blocks:
+    smaller ones keep the established rows-innermost nest.
 
     >>> # SGEMM 2048^3, 8x32 on a 48 KiB L1 / 2 MiB L2: kc in (512, 768), nc the widest with kc x nc x 4 <= 512 KiB
     """
@@ -371,8 +372,8 @@ def rank(s: Schedule, configs: Sequence[TileConfig], predict, *, bound=None,
     parallel loop is a serial step; on a shared machine these dominate),
     (3) output blocks not walked down rows that alias in the caches
     (:func:`output_rows_alias`: the column blocks innermost where the output's
-    rows are a whole number of pages long), (4) a longer reduction segment ``kc`` (the accumulator block is loaded
-    and stored once per ``kc`` steps, and BLIS sizes ``kc`` so the ``kc x nr``
+    rows are a whole number of pages long), (4) a longer reduction segment
+    ``kc`` (the accumulator block is loaded and stored once per ``kc`` steps, and BLIS sizes ``kc`` so the ``kc x nr``
     sliver fills L1 -- the candidates already respect that), (5) fewer
     elements copied into packed panels over the run, (6) with ``memory`` (a
     configuration's predicted memory time, summed over the levels), the least:

@@ -2,6 +2,7 @@
 (:class:`_Space`), the cost model as a predictor, and configuration tuples in order of summed score."""
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
@@ -50,15 +51,12 @@ class _Space:
         kc = max(1, min(int(c.kc), self.ext[c.k]))
         if (mc, nc, kc) == (c.mc, c.nc, c.kc):
             return c
-        return TileConfig(c.stmt, c.i, c.j, c.k, mc, nc, kc, c.mr, c.nr, c.lanes, c.order, c.parallel, c.regtile,
-                          c.pack, c.inner)
+        return dataclasses.replace(c, mc=mc, nc=nc, kc=kc)
 
     def moves(self, c: TileConfig, move: str) -> List[TileConfig]:
         """The distinct configurations one ``move`` away from ``c``."""
         def with_(**kw) -> TileConfig:
-            d = c.to_json()
-            d.update(kw)
-            return self.normalize(TileConfig(**d))
+            return self.normalize(dataclasses.replace(c, **kw))
 
         out: List[TileConfig] = []
         if move in ("mc", "nc", "kc"):
