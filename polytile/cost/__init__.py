@@ -15,7 +15,8 @@ read from a schedule), :mod:`~polytile.cost.predictions`
 (:func:`spearman`).
 """
 from .constants import (EFF_REDUCTION, EFF_SCALAR, EFF_VECTOR, EXACT_CELLS, FIT, FMA_LATENCY, KERNEL_EFF,
-                        LOAD_PORTS, OMP_REGION_S, PAGE_BYTES, PLAIN_VECTOR_BYTES, VECTOR_CHAINS, VECTOR_STARTUP)
+                        LOAD_PORTS, OMP_REGION_S, OPERAND_FEED, PAGE_BYTES, PLAIN_VECTOR_BYTES, VECTOR_CHAINS,
+                        VECTOR_STARTUP)
 # Also imported from here: ops_per_instance (by the GPU model, .gpu), _regtile_fraction (autotile), _box_sets (tests).
 from .footprints import _box_sets, footprint, ops_per_instance
 from .nest import _regtile_fraction
@@ -25,5 +26,5 @@ from .roofline import Prediction
 
 __all__ = ["Prediction", "footprint", "config_bound", "predict_config", "predict", "spearman",
            "EXACT_CELLS", "FIT", "KERNEL_EFF", "EFF_VECTOR", "EFF_REDUCTION", "EFF_SCALAR",
-           "FMA_LATENCY", "LOAD_PORTS", "OMP_REGION_S", "VECTOR_STARTUP", "VECTOR_CHAINS", "PLAIN_VECTOR_BYTES",
-           "PAGE_BYTES"]
+           "FMA_LATENCY", "LOAD_PORTS", "OPERAND_FEED", "OMP_REGION_S", "VECTOR_STARTUP", "VECTOR_CHAINS",
+           "PLAIN_VECTOR_BYTES", "PAGE_BYTES"]

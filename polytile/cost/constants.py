@@ -25,6 +25,12 @@ FMA_LATENCY = 4.0
 CHAIN_SLACK = 0.2
 #: Loads per cycle the register micro-kernel sustains (its A broadcasts and B vectors).
 LOAD_PORTS = 2.0
+#: Share of L1's load bandwidth (the descriptor's, per core and cycle) the micro-kernel's operand loads
+#: sustain: its column vectors and row broadcasts, ``nr/V`` vectors and ``mr`` elements per step.  Fitted
+#: on SGEMM (Xeon VM with AVX-512, 128 B/cycle, interleaved with numpy, exploratory): blocks of 2 or 3
+#: rows, 21-33 bytes per multiply-add, ran 0.80-0.88x of the 6-14-row ones beside them (1500^3: 3x48
+#: 255, 4x32 270, 6x32 296, 8x32 289 GFLOP/s median), which the port count above called equal.
+OPERAND_FEED = 0.3
 #: Seconds per entry into an OpenMP parallel region (fork + join barrier).
 OMP_REGION_S = 3e-6
 #: Independent vector accumulations a plain vectorised loop needs per step of its
