@@ -693,18 +693,14 @@ def _pack_buffers(buffers) -> Tuple[List[cgen.Generable], List[cgen.Generable]]:
     alloc: List[cgen.Generable] = [cgen.Line("const long pt_threads = pt_max_threads();")]
     free: List[cgen.Generable] = []
     names = []
-    zeroed: List[cgen.Generable] = []  # lanes past the box read as zeros (PackBuffer.padded)
     for k, (buf, per_thread) in enumerate(buffers):
         t = ctype(buf.array.dtype)
         count = f"{buf.elements}L" + (" * pt_threads" if per_thread else "")
         nbytes = f"(({count} * (long)sizeof({t}) + {pack.ALIGN - 1}) / {pack.ALIGN}) * {pack.ALIGN}"
         alloc.append(cgen.Line(f"{t} *restrict pt_pkbuf{k} = ({t} *)aligned_alloc({pack.ALIGN}, {nbytes});"))
         names.append(f"pt_pkbuf{k}")
-        if buf.padded:
-            zeroed.append(cgen.Line(f"__builtin_memset(pt_pkbuf{k}, 0, {count} * sizeof({t}));"))
     frees = " ".join(f"free({x});" for x in names)
     alloc.append(cgen.Line(f"if ({' || '.join('!' + x for x in names)}) {{ {frees} return {ENTRY_ENOMEM}; }}"))
-    alloc += zeroed
     free.append(cgen.Line(frees))
     return alloc, free
 

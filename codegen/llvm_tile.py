@@ -43,7 +43,6 @@ def allocate_packs(gen) -> List[Tuple[ir.Value, pack_mod.PackBuffer]]:
         else ir.Constant(I64, 1)
     alloc = gen.declare("aligned_alloc", I8P, [I64, I64])
     failed = ir.Constant(I1, 0)
-    zeroed = []  # (memory, bytes) of the buffers whose lanes past the box read as zeros (PackBuffer.padded)
     for key, (k, per_thread) in sorted(gen.pack_slots.items(), key=lambda x: x[1][0]):
         fp = gen.footprints[key]
         buf = pack_mod.PackBuffer(f"pt_pk{k}", gen.arrays[fp.array], fp.dim, fp.block, fp.size)
@@ -56,8 +55,6 @@ def allocate_packs(gen) -> List[Tuple[ir.Value, pack_mod.PackBuffer]]:
         mem = b.call(alloc, [align, size])
         failed = b.or_(failed, b.icmp_unsigned("==", mem, ir.Constant(I8P, None)))
         out.append((mem, buf))
-        if buf.padded:
-            zeroed.append((mem, count))
         gen.frame.vals[f"pt_pkbuf{k}"] = b.bitcast(mem, memory_type(buf.array.dtype).as_pointer())
 
     def fail():
@@ -65,10 +62,6 @@ def allocate_packs(gen) -> List[Tuple[ir.Value, pack_mod.PackBuffer]]:
         gen.b.ret(ir.Constant(I32, ENTRY_ENOMEM))
         gen.b.position_at_end(gen.b.append_basic_block("unreachable"))  # the 'then' branch's merge jump
     gen.when(failed, fail)
-    if zeroed:
-        memset = gen.declare("memset", I8P, [I8P, I32, I64])
-        for mem, count in zeroed:
-            gen.b.call(memset, [mem, ir.Constant(I32, 0), count])
     return out
 
 
@@ -129,7 +122,8 @@ def _offset(gen, buf: pack_mod.PackBuffer, t: List[ir.Value]) -> ir.Value:
 
 
 def _copy(gen, buf: pack_mod.PackBuffer) -> None:
-    """The loops of :func:`.pack.copy_code` (serial): every cell of the box inside the array, blocked."""
+    """The loops of :func:`.pack.copy_code` (serial): every cell of the box inside the array, blocked, and
+    zeros in each row's lanes past the array or the box (``PackBuffer.padded``)."""
     n, D_, BS = len(buf.size), buf.dim, buf.block
     vals = gen.frame.vals
     origin = [vals[buf.origin(d)] for d in range(n)]
@@ -166,7 +160,10 @@ def _copy(gen, buf: pack_mod.PackBuffer) -> None:
             t = [b.sub(xs[d], origin[d]) for d in range(n)]
             target = b.add(b.add(b.mul(state["b"], ir.Constant(I64, buf.block_stride)), _offset(gen, buf, t)), state["l"])
             dtype = buf.array.dtype
-            v = gen.body.load_elem(gen.body.address(buf.array.name, [xs[d] for d in range(n)]), dtype)
+            if state.get("zero"):
+                v = ir.Constant(value_type(dtype), 0)
+            else:
+                v = gen.body.load_elem(gen.body.address(buf.array.name, [xs[d] for d in range(n)]), dtype)
             gen.body.store_elem(v, b.gep(vals[buf.name], [target], inbounds=True), dtype)
             return
         kind, d = loops[i]
@@ -199,7 +196,14 @@ def _copy(gen, buf: pack_mod.PackBuffer) -> None:
                 if pf_step:
                     _prefetch_row(gen, buf, x, state, origin, lo, hi, pf_step)
                 level(i + 1)
+
+            def zero_lane(v):
+                state["l"] = v
+                level(i + 1)
             gen.loop(first, last, lane)
+            state["zero"] = True
+            gen.loop(smax(first, last), ir.Constant(I64, BS), zero_lane)
+            state["zero"] = False
     level(0)
 
 
