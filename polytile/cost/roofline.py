@@ -276,14 +276,24 @@ def _evaluate_one(nest: _Nest, hw, levels) -> tuple:
             cap = inner.size_bytes if inner.per_core else inner.size_bytes / threads
             conflict = nest.sets.get(inner.name)
 
+            def held(l: int) -> Dict[str, float]:
+                """The lines the cache must keep across an iteration at depth ``l``: inside a register
+                tile's reduction loop (``l >= L - 2``) the output block is in the registers, loaded
+                before it and stored after it, not read from the cache at every step.  Counted there,
+                12 rows 4 KiB apart took every way of their L1 sets and 12x32 blocks were predicted to
+                stream from L2 at every step: SGEMM 3072x1024x512 100 ms predicted, 11 ms measured."""
+                if nest.regtile is not None and l >= L - 2:
+                    return {a: v for a, v in fp_ln[l].items() if a != nest.written}
+                return fp_ln[l]
+
             def fits(l: int) -> bool:
-                if sum(fp_ln[l].values()) > FIT * cap:
+                if sum(held(l).values()) > FIT * cap:
                     return False
                 if conflict is not None:
                     # An array whose lines fall into s sets holds at most s * ways of them
                     # (only arrays with more than FIT * ways lines can fail this).
                     ways, sets_of = conflict
-                    for a, size in fp_ln[l].items():
+                    for a, size in held(l).items():
                         lines = size / inner.line_bytes
                         if lines > FIT * ways and lines > FIT * sets_of(l, a) * ways:
                             return False
