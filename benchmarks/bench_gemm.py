@@ -3,8 +3,9 @@
     python benchmarks/bench_gemm.py                    # 1024^3 and 2048^3
     python benchmarks/bench_gemm.py --tune 30s         # also tune each size (30 s of search)
     python benchmarks/bench_gemm.py --sizes 512 1024
+    python benchmarks/bench_gemm.py --sizes 1500 300x2000x300 100   # M x N x K, or one size for all three
 
-``examples/matmul.tile`` (C = A @ B) at M = N = K = each ``--sizes`` value,
+``examples/matmul.tile`` (C = A @ B) at each ``--sizes`` value (``n``: M = N = K = n; ``MxNxK``),
 float32, inputs standard normal; the baseline is ``numpy.matmul`` on the same
 arrays.  Must reach numpy / polytile >= 1.0x (issue 14).  How the numbers are
 made (worker processes for the two OPENBLAS_CORETYPE settings, checks,
@@ -13,7 +14,9 @@ interleaved timing, load wait) is in ``bench_all.py``'s docstring.  Writes
 """
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import Tuple
 
 import numpy as np
 
@@ -23,14 +26,37 @@ import bench_all
 BASELINES = {"matmul": np.matmul}
 
 
+def gemm_shape(text: str) -> Tuple[int, int, int]:
+    """``(M, N, K)`` of a ``--sizes`` value: ``n`` (a cube) or ``MxNxK``.
+
+    >>> gemm_shape("1500"), gemm_shape("300x2000x300")
+    ((1500, 1500, 1500), (300, 2000, 300))
+    """
+    parts = text.lower().split("x")
+    try:
+        dims = [int(x) for x in parts]
+    except ValueError:
+        dims = []
+    if len(dims) == 1:
+        dims *= 3
+    if len(dims) != 3 or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive size n (M = N = K) or MxNxK, "
+                                         "e.g. 300x2000x300")
+    return dims[0], dims[1], dims[2]
+
+
 def workloads(args):
-    return [bench_all.Workload("SGEMM", f"{n}^3", _common.EXAMPLES / "matmul.tile", f"M={n},N={n},K={n}",
-                               [(n, n), (n, n)], np.matmul, ("matmul",), 2 * n ** 3, target=1.0)
-            for n in args.sizes]
+    out = []
+    for m, n, k in args.sizes:
+        shape = f"{m}^3" if m == n == k else f"{m}x{n}x{k}"
+        out.append(bench_all.Workload("SGEMM", shape, _common.EXAMPLES / "matmul.tile", f"M={m},N={n},K={k}",
+                                      [(m, k), (k, n)], np.matmul, ("matmul",), 2 * m * n * k, target=1.0))
+    return out
 
 
 def extra(p):
-    p.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048], help="M = N = K of each SGEMM")
+    p.add_argument("--sizes", type=gemm_shape, nargs="+", default=[(1024,) * 3, (2048,) * 3],
+                   help="each SGEMM: n (M = N = K = n) or MxNxK (default: 1024 2048)")
 
 
 if __name__ == "__main__":

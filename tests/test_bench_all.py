@@ -71,3 +71,16 @@ def test_spread_table_reports_every_subjects_calls_and_min_max(bench_all):
     assert "calls" in lines[0] and "min ms" in lines[0] and "max ms" in lines[0]
     row = next(l for l in lines if "polytile" in l).split()
     assert "2540" in row and "0.188" in row and "2.818" in row
+
+
+def test_bench_gemm_takes_cubes_and_shapes():
+    import argparse
+    with bench_module("bench_gemm") as mod:
+        assert mod.gemm_shape("1500") == (1500, 1500, 1500)
+        assert mod.gemm_shape("300x2000x300") == (300, 2000, 300)
+        for bad in ("3x4", "0", "ax2x3", "2x2x-1", ""):
+            with pytest.raises(argparse.ArgumentTypeError, match="MxNxK"):
+                mod.gemm_shape(bad)
+        (w,) = mod.workloads(argparse.Namespace(sizes=[(300, 2000, 100)]))
+        assert w.dims == "M=300,N=2000,K=100" and w.shapes == [(300, 100), (100, 2000)]
+        assert w.flops == 2 * 300 * 2000 * 100 and w.shape == "300x2000x100"
