@@ -193,17 +193,14 @@ def _copy(gen, buf: pack_mod.PackBuffer) -> None:
 
             def lane(v):
                 state["l"] = v
-                if pf_step:
+                if pf_step and not state.get("zero"):
                     _prefetch_row(gen, buf, x, state, origin, lo, hi, pf_step)
                 level(i + 1)
-
-            def zero_lane(v):
-                state["l"] = v
-                level(i + 1)
             gen.loop(first, last, lane)
-            state["zero"] = True
-            gen.loop(smax(first, last), ir.Constant(I64, BS), zero_lane)
-            state["zero"] = False
+            if buf.padded:  # the row's lanes past the array or the box: zeros (pack._copy_nest)
+                state["zero"] = True
+                gen.loop(smax(first, last), ir.Constant(I64, BS), lane)
+                state["zero"] = False
     level(0)
 
 

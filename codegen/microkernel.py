@@ -509,8 +509,8 @@ def segment_sum(plan: Plan) -> bool:
 def padded_columns(plan: Plan, packed, jname: str) -> bool:
     """Whether an edge block with fewer columns than ``NR`` and no room to shift left (the block is
     the array's first: ``N < NR``) may run the micro-kernel on padded columns: every load that moves
-    with the columns reads a packed sliver, whose lanes past the array are zeros (``PackBuffer.padded``,
-    set at allocation), none moves with both rows and columns, and the value reads no output cell.
+    with the columns reads a packed sliver, whose lanes past the array are zeros (``PackBuffer.padded``:
+    every copy writes them), none moves with both rows and columns, and the value reads no output cell.
     The lanes past the columns then compute from zeros and are thrown away (:func:`_edge_block`).
 
     >>> # C[i][j] += A[i][k] * B[k][j], B packed by NR columns -> True;  B unpacked -> False

@@ -19,7 +19,9 @@ at the mark, once per iteration of the loop, and fills
 so a register tile whose rows (or vector columns) run along axis ``D`` reads
 ``BLOCK`` consecutive elements per step of its reduction loop, and those
 slivers follow each other in memory.  Elements of the box outside the array
-are skipped (never read: the fast path only reads the footprint).
+are skipped (never read: the fast path only reads the footprint); in a buffer
+whose last block is partly past the box (``PackBuffer.padded``) each copied row
+also gets zeros in its lanes past the array or the box.
 
 Buffers are allocated once per call by the entry function (one slice per
 OpenMP thread when the mark is inside a parallel loop) and freed before it
@@ -237,12 +239,9 @@ def _copy_nest(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], s
         lo = {d: f"max(0L, -{o(d)})" for d in range(n)}
         hi = {d: f"min({fp.size[d]}L, {buf.array.shape[d]}L - {o(d)})" for d in range(n)}
         lanes = (f"max(0L, {lo[D]} - pt_b * {BS})", f"min({BS}L, {hi[D]} - pt_b * {BS})")
-    # The lanes of a row past those copied -- past the box (PackBuffer.padded) or, clipped, past the
-    # array -- are written with zeros by the same loops, on the thread that packs.
-    if inside:
-        zeros = lanes[1] if fp.size[D] % BS else None
-    else:
-        zeros = f"max({lanes[0]}, {lanes[1]})"
+    # In a padded buffer (PackBuffer.padded) each row's lanes past those copied -- past the box or,
+    # clipped, past the array -- get zeros from the same loops, on the thread that packs.
+    zeros = None if not buf.padded else lanes[1] if inside else f"max({lanes[0]}, {lanes[1]})"
     x = [f"pt_x{d}" for d in range(n)]
     idx = [f"{o(D)} + pt_b * {BS} + pt_l" if d == D else f"{o(d)} + {x[d]}" for d in range(n)]
     target = f"pt_b * {buf.block_stride} + {buf.inner_offset(x)} + pt_l"
@@ -260,11 +259,14 @@ def _copy_nest(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], s
         loops = [("axis", d) for d in others if d < D] + [("block", D), ("lane", D)] + \
                 [("axis", d) for d in others if d > D]
     last = n - 1
+
+    def axis(d: int, body: cgen.Generable) -> cgen.Generable:
+        return cgen.For(f"long {x[d]} = {lo[d]}", f"{x[d]} < {hi[d]}", f"{x[d]} += 1", cgen.Block([body]))
     for kind, d in reversed(loops):
         if kind == "axis":
-            code = cgen.For(f"long {x[d]} = {lo[d]}", f"{x[d]} < {hi[d]}", f"{x[d]} += 1", cgen.Block([code]))
+            code = axis(d, code)
             if zero is not None:  # only inside the lane loop (a clipped transposing pack's later axes)
-                zero = cgen.For(f"long {x[d]} = {lo[d]}", f"{x[d]} < {hi[d]}", f"{x[d]} += 1", cgen.Block([zero]))
+                zero = axis(d, zero)
         elif kind == "lane":
             if not inside:  # each row, before it is copied: the row a block further on
                 code = cgen.Block(_row_prefetch(buf, elem, x, lo[last], hi[last]) + [code])
@@ -312,7 +314,8 @@ def copy_code(buf: PackBuffer, fp: Footprint, elem: Callable[[Sequence[str]], st
     ``elem(index)`` is the C lvalue of the array at the given index expressions.
     A box inside the array (the common case, tested at run time) copies with
     constant bounds; one at an edge copies its cells inside the array only (box
-    cells outside it are never read).  Both nests come from :func:`_copy_nest`.
+    cells outside it are never read).  A padded buffer's rows get zeros in their
+    lanes past the array or the box.  Both nests come from :func:`_copy_nest`.
     With ``parallel`` (a buffer shared by the threads, filled outside any
     parallel loop) the outermost copy loop is split over the threads.
     """

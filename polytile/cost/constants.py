@@ -29,7 +29,8 @@ LOAD_PORTS = 2.0
 #: sustain: its column vectors and row broadcasts, ``nr/V`` vectors and ``mr`` elements per step.  Fitted
 #: on SGEMM (Xeon VM with AVX-512, 128 B/cycle, interleaved with numpy, exploratory): blocks of 2 or 3
 #: rows, 21-33 bytes per multiply-add, ran 0.80-0.88x of the 6-14-row ones beside them (1500^3: 3x48
-#: 255, 4x32 270, 6x32 296, 8x32 289 GFLOP/s median), which the port count above called equal.
+#: 255, 6x32 296, 8x32 289 GFLOP/s median), which the port count above called equal.  (4x32, 270, is
+#: bound by the FMA latency, 8 accumulators: blocks of 4 rows or more stay below this term.)
 OPERAND_FEED = 0.3
 #: Seconds per entry into an OpenMP parallel region (fork + join barrier).
 OMP_REGION_S = 3e-6

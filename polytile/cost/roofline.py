@@ -153,11 +153,11 @@ def _l1_bytes_per_cycle(hw) -> float:
 
     >>> # x86-avx512 (256 GB/s at 2.0 GHz): 128.0;  x86-avx2 (243.2 GB/s at 3.8 GHz): 64.0
     """
-    levels = list(getattr(hw, "memory", ()))
-    l1 = levels[1] if len(levels) > 1 else None
+    caches = hw.cache_levels() if hasattr(hw, "cache_levels") else ()
+    l1 = caches[0] if caches else None  # a descriptor of registers and DRAM alone has none
     clock = float(getattr(hw, "clock_ghz", 0) or 0)
     if l1 is not None and l1.bandwidth_gbs and clock > 0:
-        per_core = l1.bandwidth_gbs if l1.shared == "core" else l1.bandwidth_gbs / max(1, hw.cores)
+        per_core = l1.bandwidth_gbs if l1.shared == "core" else l1.bandwidth_gbs / max(1, getattr(hw, "cores", 1))
         return per_core / clock
     return LOAD_PORTS * hw.simd_width_bits / 8
 
@@ -282,7 +282,7 @@ def _evaluate_one(nest: _Nest, hw, levels) -> tuple:
                 before it and stored after it, not read from the cache at every step.  Counted there,
                 12 rows 4 KiB apart took every way of their L1 sets and 12x32 blocks were predicted to
                 stream from L2 at every step: SGEMM 3072x1024x512 100 ms predicted, 11 ms measured."""
-                if nest.regtile is not None and l >= L - 2:
+                if nest.regtile is not None and L >= 2 and l >= L - 2:
                     return {a: v for a, v in fp_ln[l].items() if a != nest.written}
                 return fp_ln[l]
 
