@@ -27,6 +27,7 @@ back to the generic code: the mark is a request, never a correctness risk.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -347,10 +348,21 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
                 else:
                     value = f"*({vt} *)&{bp.access(ld.array, _subst_index(ld.index, iname, jname, rows[0], v, V))}"
                 inner.append(f"{vt} {names[ld]}_{v} = {value}; {KEEP}({names[ld]}_{v});")
+        # An unpacked row operand of the block's own rows: one pointer to row 0 and constant offsets,
+        # not MR separate index expressions, which gcc kept as MR induction variables and, out of
+        # registers, reloaded from the stack every step (conv2d 1x28x28x128: 0.866 -> 0.812 ms).
+        steps = {ld: row_stride(ld, iname, printer.arrays) for ld in per_r
+                 if ld.array not in bp.locals} if rows is own_rows else {}
+        for ld, step in steps.items():
+            if step is not None and not (use_packs and pack_rows and ld in packed):
+                row0 = bp.access(ld.array, _subst_index(ld.index, iname, jname, rows[0], 0, V))
+                inner.append(f"const {printer.ctype(ld.dtype)} *{names[ld]}_p = &{row0};")
         for r in range(MR):
             for ld in per_r:
                 if use_packs and pack_rows and ld in packed:
                     addr = packed[ld].address(bp, ld, rows[r])
+                elif steps.get(ld) is not None:
+                    addr = f"{names[ld]}_p[{r * steps[ld]}]"
                 else:
                     addr = bp.access(ld.array, _subst_index(ld.index, iname, jname, rows[r], 0, V))
                 inner.append(f"const {printer.ctype(ld.dtype)} {names[ld]}_{r} = {addr};")
@@ -729,6 +741,27 @@ def packed_loads(packed, per_r, per_v, iname, jname, MR, NR, red_iters) -> Dict[
                 continue
             out[ld] = _PackedLoad(len(out), buf, ld, buf.dim, it, start)
     return out
+
+
+def row_stride(ld: B.Load, iname: str, arrays) -> Optional[int]:
+    """Elements between the cells ``ld`` reads for rows ``i`` and ``i + 1`` of a row-major array, where
+    every index moving with ``iname`` is affine in it; else None.
+
+    >>> # I[n][y + ky][x + kx][ci] of a 1x28x28x128 image, rows x: 128;  A[2*i + 1][k] of 64x32: 64
+    """
+    arr = arrays.get(ld.array)
+    shape = getattr(arr, "shape", None)
+    if shape is None or len(shape) != len(ld.index):
+        return None
+    step = 0
+    for d, e in enumerate(ld.index):
+        if not _depends(e, iname):
+            continue
+        lin = B.linear(e)
+        if lin is None or not isinstance(lin.get(iname), int):
+            return None
+        step += lin[iname] * math.prod(shape[d + 1:])
+    return step or None
 
 
 def _is_iter(e: B.Node, name: str) -> bool:
