@@ -306,7 +306,8 @@ def calibrate(args) -> Dict[str, Any]:
              autotile.apply(s, cfg(4, 16, False))),
         ]
         for mr, nr in ((4, 16), (8, 16), (4, 32), (6, 32), (8, 32), (12, 32), (4, 64), (6, 64)):
-            kinds.append((f"regtile {mr}x{nr}", "register micro-kernel (KERNEL_EFF, LOAD_PORTS, OPERAND_FEED, FMA_LATENCY)",
+            kinds.append((f"regtile {mr}x{nr}",
+                          "register micro-kernel (KERNEL_EFF, LOAD_PORTS, OPERAND_FEED, FMA_LATENCY)",
                           autotile.apply(s, cfg(mr, nr))))
         return kinds
 

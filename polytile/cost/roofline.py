@@ -153,12 +153,10 @@ def _l1_bytes_per_cycle(hw) -> float:
 
     >>> # x86-avx512 (256 GB/s at 2.0 GHz): 128.0;  x86-avx2 (243.2 GB/s at 3.8 GHz): 64.0
     """
-    caches = hw.cache_levels() if hasattr(hw, "cache_levels") else ()
+    caches = hw.cache_levels()
     l1 = caches[0] if caches else None  # a descriptor of registers and DRAM alone has none
-    clock = float(getattr(hw, "clock_ghz", 0) or 0)
-    if l1 is not None and l1.bandwidth_gbs and clock > 0:
-        per_core = l1.bandwidth_gbs if l1.shared == "core" else l1.bandwidth_gbs / max(1, getattr(hw, "cores", 1))
-        return per_core / clock
+    if l1 is not None and l1.bandwidth_gbs and hw.clock_ghz > 0:
+        return hw.bandwidth(l1) / max(1, hw.cores) / (hw.clock_ghz * 1e9)  # the machine's, per core
     return LOAD_PORTS * hw.simd_width_bits / 8
 
 
