@@ -1,7 +1,7 @@
 """Register tiles and packed panels in LLVM IR: the ``regtile`` and ``pack`` marks of the llvm target.
 
 Both follow their C counterparts exactly, sharing the analysis: :func:`.microkernel.analyse` decides
-whether a register tile applies and classifies its loads, :func:`.microkernel.packed_loads` which
+whether a register tile applies and classifies its loads, :func:`.block_operands.packed_loads` which
 loads read a packed buffer, and :mod:`.pack` computes footprints and the blocked layout.
 
 A register tile's ``MR x NR/V`` accumulators are ``<V x T>`` values (kept in ``alloca`` slots that
@@ -25,7 +25,7 @@ from polytile.poly import body as B
 from polytile.errors import ENTRY_ENOMEM
 from polytile.scheduling.marks import Pack, RegTile, encode
 
-from . import microkernel, pack as pack_mod
+from . import block_operands, microkernel, pack as pack_mod
 from .llvm_body import FP, I1, I8P, I32, I64, UnsupportedConstruct, _Unbound, memory_type, value_type
 
 # -- packs ---------------------------------------------------------------------------
@@ -267,7 +267,7 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
 
     def shifted_edge() -> None:
         _fast(gen, plan, mark, env, i0, shifted, (rows, gen.b.sub(j0, shifted), nr, False))
-    packed = microkernel.packed_loads(gen.packed, plan.per_r, plan.per_v, mark.rows, mark.cols, mark.mr, mark.nr,
+    packed = block_operands.packed_loads(gen.packed, plan.per_r, plan.per_v, mark.rows, mark.cols, mark.mr, mark.nr,
                                       plan.red_iters)
     def unshifted(where: ir.Value, padded: bool) -> None:
         """A full block; else an edge block shifted left; else, where ``where`` holds, one kept at its
@@ -296,7 +296,7 @@ def regtile(gen, n: isl.AstNode, mark: RegTile, generic: Callable[[], None]) -> 
 
 def _sliver(gen, ld: B.Load, pk, env: Dict[str, ir.Value], start: ir.Value) -> Tuple[ir.Value, ir.Value]:
     """``(q, on)`` of a packed load for a block whose first row/column is ``start``: its position in the
-    packed box along the packed axis, and whether that begins a sliver (:class:`.microkernel._PackedLoad`)."""
+    packed box along the packed axis, and whether that begins a sliver (:class:`.block_operands.PackedLoad`)."""
     b = gen.b
     q = b.sub(gen.body.as_type(ld.index[pk.axis], "int64", {**env, pk.it: start}),
               gen.frame.vals[pk.buf.origin(pk.axis)])
@@ -386,7 +386,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         for r in range(MR):
             for v in range(NV):
                 gen.b.store(vload(gen.b.gep(cells, [ir.Constant(I64, r * NR + v * V)])), acc[r][v])
-    packed = microkernel.packed_loads(gen.packed, plan.per_r, plan.per_v, iname, jname, MR, NR, plan.red_iters)
+    packed = block_operands.packed_loads(gen.packed, plan.per_r, plan.per_v, iname, jname, MR, NR, plan.red_iters)
     bases: Dict[B.Load, ir.Value] = {}
     aligned = aligned_rows = ir.Constant(I1, 1)
     for ld, pk in packed.items():
@@ -412,7 +412,7 @@ def _fast(gen, plan: microkernel.Plan, mark: RegTile, env: Dict[str, ir.Value], 
         return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, V), [0] * V))
 
     def packed_address(ld: B.Load, lane, inner_env) -> ir.Value:
-        """``buf[(q / block) * block_stride + inner_offset(t) + lane]`` (see microkernel._PackedLoad)."""
+        """``buf[(q / block) * block_stride + inner_offset(t) + lane]`` (see block_operands.PackedLoad)."""
         b = gen.b
         pk = packed[ld]
         vals = gen.frame.vals
@@ -562,10 +562,10 @@ def _edge_cells(gen, body, env, iname: str, jname: str, i0, j0, row, cells, off,
 
 
 def _prefetch_next_block(gen, body, MR: int, NR: int, V: int, at, iname: str) -> None:
-    """The C target's :func:`.microkernel.next_block_prefetch`: ``llvm.prefetch`` (write, L2) of the
+    """The C target's :func:`.block_operands.next_block_prefetch`: ``llvm.prefetch`` (write, L2) of the
     accumulator block ``MR`` rows further on, when those rows are inside the array."""
     array = gen.arrays[body.array]
-    cells, checks, axes = microkernel.next_rows(body.index, iname, MR, NR, V, array.dtype)
+    cells, checks, axes = block_operands.next_rows(body.index, iname, MR, NR, V, array.dtype)
     if not cells:
         return
     b = gen.b

@@ -27,7 +27,6 @@ back to the generic code: the mark is a request, never a correctness risk.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
@@ -39,6 +38,8 @@ from polytile import dtypes as D
 from polytile.poly import body as B
 from polytile.scheduling.marks import NO_LOOP, RegTile
 
+from .block_operands import (depends, is_iter, is_iter_plus_const, next_block_prefetch, packed_loads, row_stride, subst,
+                             subst_index, subst_lane)
 from .c_expr import c_const
 
 #: The element types a register tile holds in GCC vectors (their sizes come from polytile.dtypes).
@@ -87,10 +88,6 @@ def mentions(text: str, name: str) -> bool:
     (True, False)
     """
     return re.search(rf"\b{re.escape(name)}\b", text) is not None
-
-
-def _depends(n: B.Node, it: str) -> bool:
-    return any(isinstance(x, B.Iter) and x.name == it for x in B.walk(n))
 
 
 class _Fallback(Exception):
@@ -188,8 +185,8 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
     dtype = arrays[body.array].dtype
     if body.reduce not in ("+", "*") or dtype not in VECTOR_DTYPES or NR % V:
         raise _Fallback("only + and * reductions of float/int arrays with NR a multiple of the lanes")
-    out_axes = [d for d, e in enumerate(body.index) if _depends(e, jname)]
-    if len(out_axes) != 1 or not _is_iter(body.index[out_axes[0]], jname):
+    out_axes = [d for d, e in enumerate(body.index) if depends(e, jname)]
+    if len(out_axes) != 1 or not is_iter(body.index[out_axes[0]], jname):
         raise _Fallback("the output is not indexed by the vector loop on one axis")
     out_strided = out_axes[0] != len(body.index) - 1
     for x in B.walk(body.value):
@@ -202,8 +199,8 @@ def analyse(stmts, arrays, n: isl.AstNode, mark: RegTile) -> Plan:
     _collect_loads(body.value, loads)
     per_k, per_r, per_v, per_rv, strided = [], [], [], [], []
     for ld in loads:
-        dj = any(_depends(e, jname) for e in ld.index)
-        di = any(_depends(e, iname) for e in ld.index)
+        dj = any(depends(e, jname) for e in ld.index)
+        di = any(depends(e, iname) for e in ld.index)
         if dj:
             unit = column_axis(ld, jname)
             # A step above one only where the load does not move with the rows: gathered lane by lane.
@@ -230,11 +227,11 @@ def column_axis(ld: B.Load, jname: str, stepped: bool = False) -> Optional[int]:
 
     >>> # B[k][j + 1] -> 1;  B[j][k] -> 0 (a strided column operand);  B[j][j] -> None;  B[2*j] -> 0 if stepped
     """
-    axes = [d for d, e in enumerate(ld.index) if _depends(e, jname)]
+    axes = [d for d, e in enumerate(ld.index) if depends(e, jname)]
     if len(axes) != 1:
         return None
     e = ld.index[axes[0]]
-    if _is_iter_plus_const(e, jname):
+    if is_iter_plus_const(e, jname):
         return axes[0]
     lin = B.linear(e) if stepped else None
     return axes[0] if lin is not None and lin.get(jname, 0) > 1 else None
@@ -326,7 +323,7 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
     for r in range(MR):
         for v in range(NV):
             start = (f"({vt}){{{'0' if body.reduce == '+' else ', '.join([identity] * V)}}}" if segment
-                     else f"*({vt} *)&{bp.access(body.array, _subst_index(body.index, iname, jname, r, v, V))}")
+                     else f"*({vt} *)&{bp.access(body.array, subst_index(body.index, iname, jname, r, v, V))}")
             lines.append(f"{vt} acc_{r}_{v} = {start};")
     packed = packed_loads(printer.packed, per_r, per_v, iname, jname, MR, NR, red_iters)
     own_rows = [str(r) for r in range(MR)]
@@ -344,9 +341,9 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
                 if use_packs and pack_cols and ld in packed:
                     value = f"*({vt} *)&{packed[ld].address(bp, ld, v * V)}"
                 elif ld in plan.strided:
-                    value = f"({vt}){{{', '.join(bp.access(ld.array, _subst_lane(ld.index, jname, v * V + x)) for x in range(V))}}}"
+                    value = f"({vt}){{{', '.join(bp.access(ld.array, subst_lane(ld.index, jname, v * V + x)) for x in range(V))}}}"
                 else:
-                    value = f"*({vt} *)&{bp.access(ld.array, _subst_index(ld.index, iname, jname, rows[0], v, V))}"
+                    value = f"*({vt} *)&{bp.access(ld.array, subst_index(ld.index, iname, jname, rows[0], v, V))}"
                 inner.append(f"{vt} {names[ld]}_{v} = {value}; {KEEP}({names[ld]}_{v});")
         # An unpacked row operand of the block's own rows: one pointer to row 0 and constant offsets,
         # not MR separate index expressions, which gcc kept as MR induction variables and, out of
@@ -356,7 +353,7 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
             step = row_stride(ld, iname, printer.arrays) if rows is own_rows and ld.array not in bp.locals else None
             if step is not None and not (use_packs and pack_rows and ld in packed):
                 steps[ld] = step
-                row0 = bp.access(ld.array, _subst_index(ld.index, iname, jname, rows[0], 0, V))
+                row0 = bp.access(ld.array, subst_index(ld.index, iname, jname, rows[0], 0, V))
                 inner.append(f"const {printer.ctype(ld.dtype)} *{names[ld]}_p = &{row0};")
         for r in range(MR):
             for ld in per_r:
@@ -365,11 +362,11 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
                 elif ld in steps:
                     addr = f"{names[ld]}_p[{r * steps[ld]}]"
                 else:
-                    addr = bp.access(ld.array, _subst_index(ld.index, iname, jname, rows[r], 0, V))
+                    addr = bp.access(ld.array, subst_index(ld.index, iname, jname, rows[r], 0, V))
                 inner.append(f"const {printer.ctype(ld.dtype)} {names[ld]}_{r} = {addr};")
             for v in range(NV):
                 for ld in per_rv:
-                    inner.append(f"const {vt} {names[ld]}_{r}_{v} = *({vt} *)&{bp.access(ld.array, _subst_index(ld.index, iname, jname, rows[r], v, V))};")
+                    inner.append(f"const {vt} {names[ld]}_{r}_{v} = *({vt} *)&{bp.access(ld.array, subst_index(ld.index, iname, jname, rows[r], v, V))};")
                 expr = _vexpr(body.value, names, r, v, per_k, per_r, per_v, per_rv, printer)
                 inner.append(f"acc_{r}_{v} {body.reduce}= {expr};")
         # Reduction loops around the inner body, binding the statement's iterators.
@@ -385,10 +382,10 @@ def _emit(printer, n: isl.AstNode, mark: RegTile, generic) -> List:
             if plan.out_strided:
                 # Each lane to its own cell (analyse: out_strided implies the segment sum).
                 for x in range(V):
-                    cell = bp.access(body.array, _subst_index(_subst_lane(body.index, jname, v * V + x), iname, jname, r, v, V))
+                    cell = bp.access(body.array, subst_index(subst_lane(body.index, jname, v * V + x), iname, jname, r, v, V))
                     stores.append(cgen.Line(f"{cell} = {cell} {body.reduce} acc_{r}_{v}[{x}];"))
                 continue
-            cell = f"*({vt} *)&{bp.access(body.array, _subst_index(body.index, iname, jname, r, v, V))}"
+            cell = f"*({vt} *)&{bp.access(body.array, subst_index(body.index, iname, jname, r, v, V))}"
             stores.append(cgen.Line(f"{cell} = {cell} {body.reduce} acc_{r}_{v};" if segment else f"{cell} = acc_{r}_{v};"))
     if not plan.out_strided:  # the next block's cells are whole lines only along a unit-stride output
         lines += next_block_prefetch(bp, printer.arrays[body.array], body.index, iname, jname, MR, NR, V)
@@ -577,9 +574,9 @@ def _edge_block(printer, plan: Plan, mark: RegTile, reduction_loop, packed, oute
     bounds = edge_bounds(plan, iname, jname, printer.arrays)
     if bounds is None:
         return None
-    inside = [f"({bp.expr(_subst(least, {**at, jname: f'(({jub}) - {NR - 1})'}))}) >= 0" for least in bounds[0]]
+    inside = [f"({bp.expr(subst(least, {**at, jname: f'(({jub}) - {NR - 1})'}))}) >= 0" for least in bounds[0]]
     right = None if bounds[1] is None else [
-        f"({bp.expr(_subst(most, {**at, jname: f'(({jlb}) + {NR - 1})'}))}) < {extent}" for most, extent in bounds[1]]
+        f"({bp.expr(subst(most, {**at, jname: f'(({jlb}) + {NR - 1})'}))}) < {extent}" for most, extent in bounds[1]]
     shift = " && ".join(dict.fromkeys(inside))
     pad = padded_columns(plan, packed, jname)
     cond = (f"({iub}) - ({ilb}) + 1 <= {MR} && ({jub}) - ({jlb}) + 1 <= {NR} && ({iub}) >= ({ilb}) "
@@ -598,7 +595,7 @@ def _edge_block(printer, plan: Plan, mark: RegTile, reduction_loop, packed, oute
     else:
         cond += shift
         first = [f"const long pt_j0 = ({jub}) - {NR - 1};"]
-    cell = bp.access(body.array, tuple(_subst(e, {iname: "(pt_i0 + pt_err)", jname: "(pt_j0 + pt_ec)"})
+    cell = bp.access(body.array, tuple(subst(e, {iname: "(pt_i0 + pt_err)", jname: "(pt_j0 + pt_ec)"})
                                        for e in body.index))
     lines = outer_binds + [f"const long pt_i0 = {ilb};"] + first + [
         f"const long pt_erows = ({iub}) - ({ilb}) + 1; const long pt_eoff = ({jlb}) - pt_j0; "
@@ -639,152 +636,6 @@ def _edge_block(printer, plan: Plan, mark: RegTile, reduction_loop, packed, oute
     return cond, cgen.Block(pre + [loop] + post)
 
 
-#: Bytes one software prefetch brings in (a cache line on every x86 and Arm core we target).
-LINE_BYTES = 64
-
-
-def next_rows(index, iname: str, MR: int, NR: int, V: int, dtype: str):
-    """Where the block ``MR`` rows further on lies: ``(cells, checks, axes)``.
-
-    ``cells`` are ``(row, vector)`` offsets from this block's corner of the first element of
-    every cache line of that block, ``checks`` the two row offsets (its first and last row)
-    whose index must lie inside the array -- the index is affine in the row, so the rows between
-    are inside too -- along ``axes``, the array axes that move with the rows.  Nothing when no
-    axis moves with the rows.
-
-    >>> # C[i][j], 8 x 32 floats: rows 8..15, vectors 0 and 1; checks rows 8 and 15 on axis 0
-    """
-    axes = [d for d, e in enumerate(index) if _depends(e, iname)]
-    if not axes:
-        return [], (), []
-    step = max(1, LINE_BYTES // (V * (D.width(dtype) // 8)))
-    cells = [(MR + r, v) for r in range(MR) for v in range(0, NR // V, step)]
-    return cells, (MR, 2 * MR - 1), axes
-
-
-def next_block_prefetch(bp, array, index, iname: str, jname: str, MR: int, NR: int, V: int) -> List[str]:
-    """Prefetch (for writing, into L2) the accumulator block the next row block will load.
-
-    Rows-innermost nests (``for j_t1: for i_t1``, the autotiler's usual) read the ``MR`` rows below
-    this one, same columns, in the next register tile.  Those rows were last touched one
-    ``kc`` step ago, a whole output panel earlier, so they come from L3 or memory; loaded
-    at the start of the next tile they stall its first multiply-adds, while a prefetch issued
-    here has the whole reduction loop to arrive (measured: SGEMM 2048^3 about 3% faster on a
-    Xeon with AVX-512).  L2 rather than L1: the packed slivers stream through L1 meanwhile.
-    The address is formed only when those rows are inside the array (a prefetch never faults,
-    but C pointer arithmetic past the array is undefined).  Columns innermost (``inner="ij"``) the
-    next tile lies beside this one, where the prefetchers follow the rows, and these rows come
-    ``nc / nr`` tiles later: prefetching the tile beside instead, or nothing, measured within noise
-    of this (SGEMM 2048^3, Xeon VM).
-
-    >>> # __builtin_prefetch(&C[(pt_i0 + 8)][(pt_j0 + 0)], 1, 2); ...
-    """
-    cells, checks, axes = next_rows(index, iname, MR, NR, V, array.dtype)
-    if not cells:
-        return []
-    cond = " && ".join(f"({e}) >= 0 && ({e}) < {array.shape[d]}" for r in checks for d in axes
-                       for e in [bp.expr(_subst_index(index, iname, jname, r, 0, V)[d])])
-    calls = " ".join(f"__builtin_prefetch(&{bp.access(array.name, _subst_index(index, iname, jname, r, v, V))}, 1, 2);"
-                     for r, v in cells)
-    return [f"if ({cond}) {{ {calls} }}"]
-
-
-class _PackedLoad:
-    """How one load of a register tile reads a packed buffer (see codegen/pack.py).
-
-    The load's index along the packed axis is ``x + c`` (``x`` the block loop
-    the axis follows, ``c`` free of the reduction loops), so its position in
-    the box at the block's first row/column is ``q = x0 + c - origin``; when
-    ``q`` is a multiple of the block, the block's rows/columns are one packed
-    sliver: element ``buf[(q / block) * block_stride + inner + lane]``.
-    """
-
-    def __init__(self, key: int, buf, load: B.Load, axis: int, it: str, start: str):
-        self.key, self.buf, self.load, self.axis, self.it, self.start = key, buf, load, axis, it, start
-
-    @property
-    def q(self) -> str:
-        return f"pt_pq{self.key}"
-
-    def position(self, bp, start: str) -> str:
-        """``q`` (C text) for a block whose first row/column is ``start``."""
-        at = bp.expr(_subst(self.load.index[self.axis], {self.it: start}))
-        return f"({at}) - {self.buf.origin(self.axis)}"
-
-    def bases(self, bp) -> List[str]:
-        return [f"const long {self.q} = {self.position(bp, self.start)};"]
-
-    def aligned(self) -> str:
-        return f"{self.q} % {self.buf.block} == 0"
-
-    def aligned_at(self, bp, start: str) -> str:
-        """:meth:`aligned` for a block starting at ``start`` (a C expression), before ``pt_pq`` is bound."""
-        return f"({self.position(bp, start)}) % {self.buf.block} == 0"
-
-    def address(self, bp, ld: B.Load, lane: int) -> str:
-        t = [f"{bp.expr(e)} - {self.buf.origin(d)}" for d, e in enumerate(ld.index)]
-        return (f"{self.buf.name}[({self.q} / {self.buf.block}) * {self.buf.block_stride} + "
-                f"{self.buf.inner_offset(t)} + {lane}]")
-
-
-def packed_loads(packed, per_r, per_v, iname, jname, MR, NR, red_iters) -> Dict[B.Load, _PackedLoad]:
-    """The loads of the block that can read a packed buffer in scope (``packed``: array -> PackBuffer)."""
-    out: Dict[B.Load, _PackedLoad] = {}
-    for loads, it, block, start in ((per_r, iname, MR, "pt_i0"), (per_v, jname, NR, "pt_j0")):
-        for ld in loads:
-            buf = packed.get(ld.array)
-            if buf is None or buf.block != block or len(ld.index) != len(buf.size):
-                continue
-            axes = [d for d, e in enumerate(ld.index) if _depends(e, it)]
-            if axes != [buf.dim] or not _is_iter_plus_const(ld.index[buf.dim], it):
-                continue
-            if any(_depends(ld.index[buf.dim], r) for r in red_iters):
-                continue
-            out[ld] = _PackedLoad(len(out), buf, ld, buf.dim, it, start)
-    return out
-
-
-def row_stride(ld: B.Load, iname: str, arrays) -> Optional[int]:
-    """Elements between the cells ``ld`` reads for rows ``i`` and ``i + 1`` of a row-major array, where
-    every index moving with ``iname`` is affine in it; else None.
-
-    >>> # I[n][y + ky][x + kx][ci] of a 1x28x28x128 image, rows x: 128;  A[2*i + 1][k] of 64x32: 64
-    """
-    arr = arrays.get(ld.array)
-    shape = getattr(arr, "shape", None)
-    if shape is None or len(shape) != len(ld.index):
-        return None
-    step = 0
-    for d, e in enumerate(ld.index):
-        if not _depends(e, iname):
-            continue
-        lin = B.linear(e)
-        if lin is None or not isinstance(lin.get(iname), int):
-            return None
-        step += lin[iname] * math.prod(shape[d + 1:])
-    return step or None
-
-
-def _is_iter(e: B.Node, name: str) -> bool:
-    return isinstance(e, B.Iter) and e.name == name
-
-
-def _is_iter_plus_const(e: B.Node, name: str) -> bool:
-    """``name`` plus something that does not read it: a unit stride along ``name``
-    (``j``, ``j + 1``, ``x1 + k1 - 1``; not ``2*j``, ``j + j``, ``c - j``)."""
-    if _is_iter(e, name):
-        return True
-    lin = B.linear(e)
-    if lin is not None:
-        return lin.get(name) == 1
-    if isinstance(e, B.Bin) and e.op in ("+", "-"):
-        if _is_iter(e.a, name) and not _depends(e.b, name):
-            return True
-        if e.op == "+" and _is_iter(e.b, name) and not _depends(e.a, name):
-            return True
-    return False
-
-
 def _inside_index(root: B.Node, x: B.Node) -> bool:
     for ld in B.loads(root):
         for e in ld.index:
@@ -800,30 +651,6 @@ def _collect_loads(n: B.Node, out: List[B.Load]) -> None:
         return
     for c in B.children(n):
         _collect_loads(c, out)
-
-
-def _subst_index(index, iname: str, jname: str, r: int, v: int, V: int):
-    """Index expressions with i -> pt_i0 + r and j -> pt_j0 + v*V (as Iter placeholders)."""
-    return tuple(_subst(e, {iname: f"(pt_i0 + {r})", jname: f"(pt_j0 + {v * V})"}) for e in index)
-
-
-def _subst_lane(index, jname: str, lane: int):
-    """Index expressions with j -> pt_j0 + lane (one lane of a gathered column vector)."""
-    return tuple(_subst(e, {jname: f"(pt_j0 + {lane})"}) for e in index)
-
-
-def _subst(e: B.Node, env: Dict[str, str]) -> B.Node:
-    if isinstance(e, B.Iter) and e.name in env:
-        return B.Iter(env[e.name])
-    if isinstance(e, B.Bin):
-        return B.Bin(e.op, _subst(e.a, env), _subst(e.b, env), e.dtype)
-    if isinstance(e, B.Neg):
-        return B.Neg(_subst(e.operand, env), e.dtype)
-    if isinstance(e, B.Load):
-        return B.Load(e.array, tuple(_subst(x, env) for x in e.index), e.dtype)
-    if isinstance(e, B.Cast):
-        return B.Cast(_subst(e.operand, env), e.dtype)
-    return e
 
 
 def _vexpr(n: B.Node, names, r, v, per_k, per_r, per_v, per_rv, printer) -> str:

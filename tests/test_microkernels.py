@@ -457,7 +457,7 @@ def test_unpacked_rows_are_read_through_one_pointer():
     variables and reloaded them from the stack every step (conv2d 1x28x28x128: 0.866 -> 0.812 ms).
     The rows of an edge block, which repeat the last one, keep their own index expressions."""
     from polytile.poly import body as B
-    from polytile.codegen.microkernel import row_stride
+    from polytile.codegen.block_operands import row_stride
     path, dims = "examples/conv2d.tile", "N=1,H=28,W=28,CI=128,KH=3,KW=3,CO=128"
     k = polytile.compile(path, hardware="x86-avx512")
     arrays = small_int_inputs(path, dims, "float32")
