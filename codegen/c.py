@@ -705,16 +705,13 @@ def _pack_buffers(buffers) -> Tuple[List[cgen.Generable], List[cgen.Generable]]:
     return alloc, free
 
 
-REGION_PRELUDE = """#ifndef floord
-#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
-#endif
-#ifndef min
-#define min(a, b) ((a) < (b) ? (a) : (b))
-#endif
-#ifndef max
-#define max(a, b) ((a) > (b) ? (a) : (b))
-#endif
-"""
+#: isl's AST helpers for a region inside the user's file, and (REGION_POSTLUDE, after the region) the user's
+#: own meaning of these names restored: a macro of theirs is saved and put back, a function of theirs is
+#: visible again.  Left defined, ``max(cnt++, -1)`` after the region called the macro and counted twice.
+REGION_MACROS = (("floord", "(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))"),
+                 ("min", "(a, b) ((a) < (b) ? (a) : (b))"), ("max", "(a, b) ((a) > (b) ? (a) : (b))"))
+REGION_PRELUDE = "".join(f'#pragma push_macro("{n}")\n#undef {n}\n#define {n}{d}\n' for n, d in REGION_MACROS)
+REGION_POSTLUDE = "".join(f'#pragma pop_macro("{n}")\n' for n, _ in reversed(REGION_MACROS))
 
 
 def fresh_counter_prefix(taken: Sequence[str]) -> str:

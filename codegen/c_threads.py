@@ -243,6 +243,16 @@ def expect_call(seconds_expr: str) -> str:
 THREADS_CLAUSE = " num_threads(pt_threads())"
 
 
+def needs_threads_prelude(text: str) -> bool:
+    """Whether region code calls a helper of :data:`THREADS_PRELUDE`: a parallel loop's thread count, or
+    the expected seconds a region announces (which stays even where no parallel loop was emitted).
+
+    >>> needs_threads_prelude("pt_threads_expect(0.5); { for (c0 = 0; ...) }"), needs_threads_prelude("{ }")
+    (True, False)
+    """
+    return THREADS_CLAUSE in text or expect_call("").split("(")[0] + "(" in text
+
+
 #: First in a file that defines :data:`SPREAD_FUNCTION`: ``sched_getcpu`` and ``CPU_CLR`` need it
 #: before every system header.
 GNU_SOURCE = """#ifndef _GNU_SOURCE

@@ -16,10 +16,12 @@ worse, silently misread) is refused with the node that caused it.
 
 C semantics vs. isl semantics: C's ``/`` and ``%`` truncate towards zero,
 isl's ``floor``/``mod`` round towards minus infinity.  They agree when the
-dividend is non-negative, which this module *assumes* for every ``/`` and
-``%`` in an affine position (loop bounds, subscripts, conditions) -- the
-usual case (``(n - 1)/2``, ``i % 2``) and the assumption pet makes too.
-Constant operands are folded with C's own rules, so ``-3/2`` is ``-1``.
+dividend is non-negative; for the rest every ``/`` and ``%`` by a positive
+constant in an affine position (loop bounds, subscripts, conditions) is split
+on the dividend's sign (:func:`_truncating`), so the model is C's wherever the
+dividend may be negative (pet assumes it never is; ``(i - 7) / 3 == 0`` holds
+for ``5 <= i <= 9``).  Constant operands are folded with C's own rules, so
+``-3/2`` is ``-1``.
 """
 from __future__ import annotations
 
@@ -244,6 +246,29 @@ def pw_select(cond: Formula, a: Pw, b: Pw) -> Pw:
     return tuple((g, l) for g, l in out if g != FALSE)
 
 
+def _truncating(a: Pw, d: int, kind: str) -> Pw:
+    """C's ``a / d`` (``kind`` floor) or ``a % d`` (``kind`` mod) for a constant ``d > 0``, exactly.
+
+    isl's ``floor`` and ``mod`` round toward minus infinity, C toward zero; they differ where the
+    dividend is negative, so each piece splits on its sign (isl drops the half a domain rules out)::
+
+        a / d = a >= 0 ? floor(a/d) : -floor(-a/d)      a % d = a >= 0 ? a mod d : -((-a) mod d)
+
+    >>> # (i - 7) / 3 == 0 holds for 5 <= i <= 9 (C), not only 7 <= i <= 9 (floor)
+    """
+    out = []
+    for g, l in a:
+        if l.is_const:
+            out.append((g, Lin.constant(_c_div(l.const, d) if kind == "floor" else _c_mod(l.const, d))))
+            continue
+        below = Lin.atom(kind, l.scale(-1), d).scale(-1)
+        for g2, r in pw_select(("ge", l), pw(Lin.atom(kind, l, d)), pw(below)):
+            both = conj([g, g2])
+            if both != FALSE:
+                out.append((both, r))
+    return tuple(out)
+
+
 def pw_names(p: Pw) -> FrozenSet[str]:
     out: FrozenSet[str] = frozenset()
     for g, l in p:
@@ -368,12 +393,7 @@ def to_pw(node: c_ast.Node, resolve: Resolver) -> Pw:
             d = _positive_constant(node.right, b, what)
             if d == 1:
                 return a if op == "/" else pw(Lin.constant(0))
-            if op == "/":
-                # Floor division: equal to C's truncation for a non-negative dividend (module docstring).
-                return pw_map(a, lambda l: Lin.atom("floor", l, d) if not l.is_const
-                              else Lin.constant(_c_div(l.const, d)))
-            return pw_map(a, lambda l: Lin.atom("mod", l, d) if not l.is_const
-                          else Lin.constant(_c_mod(l.const, d)))
+            return _truncating(a, d, "floor" if op == "/" else "mod")
         if op == "<<":
             cb = pw_const(b)
             if cb is None or cb < 0:
@@ -438,11 +458,36 @@ def to_formula(node: c_ast.Node, resolve: Resolver) -> Formula:
         if node.op == "||":
             return disj([to_formula(node.left, resolve), to_formula(node.right, resolve)])
         if node.op in _CMP:
-            return pw_compare(node.op, to_pw(node.left, resolve), to_pw(node.right, resolve))
+            a, b = to_pw(node.left, resolve), to_pw(node.right, resolve)
+            unsigned = getattr(resolve, "unsigned_compare", None)
+            if unsigned is not None and unsigned(node.left, node.right):
+                return _unsigned_compare(node.op, a, b)
+            return pw_compare(node.op, a, b)
     if isinstance(node, c_ast.UnaryOp) and node.op == "!":
         return negate(to_formula(node.expr, resolve))
     # Any other integer expression is true when non-zero.
     return pw_compare("!=", to_pw(node, resolve), pw(Lin.constant(0)))
+
+
+def _unsigned_compare(op: str, a: Pw, b: Pw) -> Formula:
+    """``a op b`` compared as C compares in an unsigned type (``int i < unsigned n``): a negative value
+    converts to one above every realistic bound (``-3`` to ``2^32 - 3``), so it is larger than any
+    non-negative one; two of the same sign compare as integers.
+
+        a < b  =  (a >= 0 and b >= 0 and a < b) or (a >= 0 and b < 0) or (a < 0 and b < 0 and a < b)
+
+    With ``for (i = -3; i < n; i++)`` the first test already fails (the loop never runs), which the
+    extractor's bound check then reports, rather than running i from 0 as a signed model would.
+    """
+    zero = pw(Lin.constant(0))
+    a_ok, b_ok = pw_compare(">=", a, zero), pw_compare(">=", b, zero)
+    same = conj([pw_compare(op, a, b), disj([conj([a_ok, b_ok]), conj([negate(a_ok), negate(b_ok)])])])
+    parts = [same]
+    if op in ("<", "<=", "!="):  # a small (non-negative), b huge (negative, converted)
+        parts.append(conj([a_ok, negate(b_ok)]))
+    if op in (">", ">=", "!="):
+        parts.append(conj([negate(a_ok), b_ok]))
+    return disj(parts)
 
 
 def pieces_text(pieces: Sequence[Tuple[Formula, Sequence[Lin]]]) -> List[Tuple[str, str]]:

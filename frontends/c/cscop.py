@@ -68,6 +68,9 @@ class CScop:
     dead_after: Tuple[str, ...] = ()
     # the C type each scalar is declared with (``unsigned long``, a typedef name), for generated copies
     scalar_types: Mapping[str, str] = field(default_factory=dict)
+    # C code to run after the generated code: leaves the loop iterators the function may still read at
+    # their final values (the generated code binds its own; see _Extractor.final_values)
+    final_values: str = ""
 
     def wrap(self, code: str) -> str:
         """The replacement for bytes ``[start, end)``: a block with the hoisted declarations, then ``code``.

@@ -40,7 +40,7 @@ from .regions import _File, _Region
 from .scop_build import _ScopBuilder
 from .source import CFrontendError, load, option
 from .statements import _StatementReader, _Stmt
-from .symbols import PURE_FUNCTIONS, _is_integer, _Sym
+from .symbols import PURE_FUNCTIONS, _dtype, _is_integer, _Sym
 from .syntax import _assigned_names, _c, _ids
 
 
@@ -172,7 +172,31 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
                 raise A.NotAffine(node, f"{name} is volatile: its value may change between reads")
             return self.param(name, sym.origin, node)
 
+        resolve.unsigned_compare = lambda left, right: _converted(self.int_type(left), self.int_type(right))[1]
         return resolve
+
+    def int_type(self, node: c_ast.Node) -> Tuple[int, bool]:
+        """``(bits, unsigned)`` of an integer expression's C type after the integer promotions, as far as an
+        affine comparison needs it: whether C compares it in an unsigned type (``i < n``, unsigned n)."""
+        if isinstance(node, c_ast.ID):
+            sym = self.lookup(node.name)
+            return _promoted(sym.dtype if sym is not None else None)
+        if isinstance(node, c_ast.Constant):
+            suffix = node.value.lower().lstrip("0123456789abcdefx")
+            return (64 if "l" in suffix else 32, "u" in suffix)
+        if isinstance(node, c_ast.Cast):
+            t = node.to_type.type
+            names = t.type.names if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType) else []
+            return _promoted(_dtype(names, self.file.typedefs) if names else None)
+        if isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+", "~"):
+            return self.int_type(node.expr)
+        if isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-", "*", "/", "%", "&", "|", "^"):
+            return _converted(self.int_type(node.left), self.int_type(node.right))
+        if isinstance(node, c_ast.BinaryOp) and node.op in ("<<", ">>"):
+            return self.int_type(node.left)
+        if isinstance(node, c_ast.TernaryOp):
+            return _converted(self.int_type(node.iftrue), self.int_type(node.iffalse))
+        return (32, False)  # comparisons, !, calls (min/max/floord): int
 
     def param(self, name: str, origin: str, node: c_ast.Node) -> A.Lin:
         if name in self.fixed:
@@ -201,18 +225,49 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
         for it in self.region.items:
             self.item(it, _Ctx(), seq)
         self.check_aliasing()
-        self.note_iterators_used_later()
 
-    def note_iterators_used_later(self) -> None:
-        """Generated code binds iterators in its own blocks, so a variable used as an iterator keeps
-        its value from before the region; say so if the function reads it after the region."""
-        end_line = self.region.lines[1]
-        outer = {n for n in self.iter_c_names if n in self.scope}
-        later = sorted({i.name for i in _ids(self.region.func.body) if i.name in outer and i.coord is not None
-                        and self.src.is_main(i.coord.file) and i.coord.line > end_line})
-        for name in later:
-            self.notes.append(f"{name} is used after the region, but generated code does not leave it at its "
-                              "final loop value")
+    def final_values(self) -> str:
+        """C code that leaves every loop iterator the function may read after the region at the value
+        the region's own loops leave in it: the region's loops and ifs replayed with empty bodies, kept
+        only where they set such an iterator (or enclose a loop that does).  Generated code binds its
+        iterators in blocks of its own (``const long i = c0;``), so without this ``i`` kept its value
+        from before the region: ``for (i = 0; i < n; i++) ...; printf("%d", i);`` printed -1, not n.
+        Empty when every iterator is dead after the region (PolyBench's kernels: locals named nowhere
+        else).  The C compiler reduces most of these loops to their closed-form final values.
+
+        >>> # for (i = 0; i < n; i++) for (j = 0; j < i; j++) S;   with i read later, j not:
+        >>> # -> "for (i = 0; i < n; i++) ;"
+        """
+        declared_in_loop = set()
+        for node in _all_nodes(self.region.items):
+            if isinstance(node, c_ast.For) and isinstance(node.init, c_ast.DeclList):
+                declared_in_loop |= {d.name for d in node.init.decls}
+        names = [n for n in sorted(self.loop_iters) if n not in declared_in_loop and n not in self.declared_here]
+        dead = set(self.dead_after(names))
+        live = {n for n in names if n not in dead}
+        if not live:
+            return ""
+
+        def keep(node: c_ast.Node) -> Optional[c_ast.Node]:
+            if isinstance(node, c_ast.For):
+                inner = keep(node.stmt)
+                if inner is None and self._loop_var(node) not in live:
+                    return None
+                return c_ast.For(node.init, node.cond, node.next, inner or c_ast.EmptyStatement(), node.coord)
+            if isinstance(node, c_ast.Compound):
+                items = [k for k in (keep(x) for x in node.block_items or []) if k is not None]
+                return c_ast.Compound(items, node.coord) if items else None
+            if isinstance(node, c_ast.If):
+                t, f = keep(node.iftrue), (keep(node.iffalse) if node.iffalse is not None else None)
+                if t is None and f is None:
+                    return None
+                return c_ast.If(node.cond, t or c_ast.EmptyStatement(), f, node.coord)
+            return None
+
+        kept = [k for k in (keep(x) for x in self.region.items) if k is not None]
+        body = "\n".join(_c(k) if not isinstance(k, c_ast.For) else _c(c_ast.Compound([k])) for k in kept)
+        return f"/* polytile opt: the final values of {', '.join(sorted(live))}, as the original loops leave them */\n" \
+               f"{body}\n"
 
     def dead_after(self, scalars: Sequence[str]) -> Tuple[str, ...]:
         """The region's scalars whose value at its end no one can read: declared in the region, or locals
@@ -221,7 +276,7 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
         A scalar named outside those lines (read later, or earlier in a loop around the region, or
         its address taken), a ``static`` local and a global may be read after the region, so a transform that stops
         leaving the final value in it must put that value back.  Lines, not syntax, decide (as in
-        :meth:`note_iterators_used_later`): a name on a line of the region counts as inside.
+        :meth:`final_values`): a name on a line of the region counts as inside.
         """
         first, last = self.region.lines
         outside = {i.name for i in _ids(self.region.func.body) if i.coord is not None
@@ -369,3 +424,32 @@ def file_globals(path, cpp_args: Sequence[str] = ()) -> Tuple[CParam, ...]:
         elif s.kind == "scalar":
             out.append(CParam(s.name, "int" if _is_integer(s.dtype) else "float", s.dtype))
     return tuple(out)
+
+
+def _all_nodes(items):
+    """Every node of the statements ``items`` and below."""
+    stack = list(items)
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child for _, child in node.children())
+
+
+def _promoted(dtype: Optional[str]) -> Tuple[int, bool]:
+    """``(bits, unsigned)`` of a variable of numpy dtype ``dtype`` after C's integer promotions (types
+    narrower than int become int); an unknown type counts as int."""
+    if dtype in ("int64", "uint64"):
+        return (64, dtype == "uint64")
+    return (32, dtype == "uint32")
+
+
+def _converted(x: Tuple[int, bool], y: Tuple[int, bool]) -> Tuple[int, bool]:
+    """C's usual arithmetic conversions of two promoted integer types (LP64: long holds every unsigned int).
+
+    >>> _converted((32, False), (32, True)), _converted((64, False), (32, True)), _converted((32, False), (64, True))
+    ((32, True), (64, False), (64, True))
+    """
+    if x[1] == y[1]:
+        return (max(x[0], y[0]), x[1])
+    u, s = (x, y) if x[1] else (y, x)
+    return (u[0], True) if u[0] >= s[0] else (s[0], False)

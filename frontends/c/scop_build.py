@@ -81,7 +81,8 @@ class _ScopBuilder:
                      tuple(self.iter_c_names), scalars, tuple(params), dict(self.fixed), dict(self.src.macros),
                      tuple(self.decls), self.file.signature(self.region.func), tuple(self.notes),
                      guards=self.macro_guards(params), taken=self.file.taken,
-                     dead_after=self.dead_after(scalars), scalar_types=self.scalar_types(scalars))
+                     dead_after=self.dead_after(scalars), scalar_types=self.scalar_types(scalars),
+                     final_values=self.final_values())
 
     def macro_guards(self, params: Sequence[str]) -> Tuple[Tuple[str, int], ...]:
         """Integer macros the region's text reaches (directly or through other macros) whose value the
@@ -153,6 +154,8 @@ class _ScopBuilder:
             origin = self.params_used[p]
             if origin == "param" or (origin == "macro" and self.src.macros.get(p, 1) >= 1):
                 parts.append(A.ge(A.Lin.var(p).add(A.Lin.constant(-1))))
+            elif (getattr(self.lookup(p), "dtype", None) or "").startswith("uint"):
+                parts.append(A.ge(A.Lin.var(p)))  # an unsigned variable is never negative
         assigned = _assigned_names(self.region.func.body)
         known = set(params) | set(self.fixed)
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 import copy
 import itertools
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from pycparser import c_ast
 
 from . import affine as A
 from .accesses import _Access
 from .loops import _Ctx, _Seq
-from .symbols import _sym_from_decl
+from .symbols import _dtype, _sym_from_decl
 from .syntax import _c, _Renamer
 
 
@@ -188,6 +188,53 @@ class _StatementReader:
             read_back = c_ast.Assignment(outer.op, outer.lvalue, chain[k + 1].lvalue, outer.coord)
             self.statement(read_back, origins[k], ctx, seq)
 
+    def typed_iterators(self, node: c_ast.Node, ctx: _Ctx) -> Dict[str, str]:
+        """The loop iterators statement ``node`` must read as their declared C type: C name -> type text.
+
+        Generated code binds every iterator as ``const long`` (its value always fits: it is one the
+        original loop took).  Statements compute the same with it except where the type itself shows:
+        an unsigned iterator (``-i`` wraps), or a statement with an unsigned operand (``j * 3000000000u``
+        is unsigned int arithmetic for an ``int j``, not long) or ``sizeof``/``_Alignof``.  There the
+        iterator is read through a cast, ``((int)j)``; elsewhere it stays a plain ``long``, which the C
+        compiler indexes arrays with directly.  ``long`` iterators never need one.
+
+        >>> # unsigned i: A[i] = -i;  ->  A[((unsigned)i)] = -((unsigned)i);   int i: B[i] = 2 * i + 1 unchanged
+        """
+        observed = None
+        out: Dict[str, str] = {}
+        for c, _ in ctx.loops:
+            sym = self.lookup(c)
+            decl = None if sym is None else sym.decl
+            if sym is None or sym.dtype == "int64" or not (isinstance(decl, c_ast.Decl)
+                                                            and isinstance(decl.type, c_ast.TypeDecl)):
+                continue
+            if not (sym.dtype or "").startswith(("uint", "bool")):
+                if observed is None:
+                    observed = self.observes_int_type(node)
+                if not observed:
+                    continue
+            out[c] = _c(decl.type.type)
+        return out
+
+    def observes_int_type(self, node: c_ast.Node) -> bool:
+        """Whether an int and a long operand could give different results in ``node``: it has an unsigned
+        operand (a variable, array or cast of unsigned type, a ``u``-suffixed literal) or asks for a size."""
+        for n in _walk(node):
+            if isinstance(n, c_ast.UnaryOp) and n.op in ("sizeof", "_Alignof"):
+                return True
+            if isinstance(n, c_ast.Constant) and n.type.endswith("int") and "u" in n.value.lower():
+                return True
+            if isinstance(n, c_ast.ID):
+                sym = self.lookup(n.name)
+                if sym is not None and (sym.dtype or "").startswith("uint"):
+                    return True
+            if isinstance(n, c_ast.Typename):
+                t = n.type
+                if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType) \
+                        and (_dtype(t.type.names, self.file.typedefs) or "").startswith("uint"):
+                    return True
+        return False
+
     def check_chain(self, chain: List[c_ast.Assignment]) -> None:
         """Refuse a chained assignment whose result would depend on an order C leaves open.
 
@@ -241,6 +288,8 @@ class _StatementReader:
             self.accessed.setdefault(acc.array, acc)
         text_node = copy.deepcopy(node)
         renames = {c: v for c, v in ctx.loops if c != v}
+        for c, t in self.typed_iterators(node, ctx).items():
+            renames[c] = f"(({t}){renames.get(c, c)})"
         if renames:
             _Renamer(renames).visit(text_node)
         name = f"S{len(self.stmts)}"
@@ -248,3 +297,10 @@ class _StatementReader:
         self.stmts.append(_Stmt(name, origin, tuple(v for _, v in ctx.loops), ctx.conds, time, write, reads,
                                 _c(text_node) + ";", _update_text(text_node), tuple(operand_reads),
                                 max(1, _ops(node))))
+
+
+def _walk(node: c_ast.Node):
+    """``node`` and every node below it."""
+    yield node
+    for _, child in node.children():
+        yield from _walk(child)

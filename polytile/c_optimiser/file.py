@@ -10,11 +10,13 @@ each parallel region's thread count (:mod:`polytile.codegen.c_threads`).
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
-from ..codegen.c_threads import THREADS_CLAUSE, THREADS_PRELUDE
+from ..codegen.c_threads import THREADS_PRELUDE, needs_threads_prelude
 from ..errors import ScheduleError
+from ..frontends.c import CFrontendError
 from ..frontends.c import extract, splice
 from ..scheduling import FUSION, Step
 from . import result_cache
@@ -68,9 +70,12 @@ def optimize_regions(path, *, tile: bool = True, parallel: bool = True, fusion: 
                for cs in regions]
     reps = [(r.cscop, r.text) for r in results if r.text is not None]
     out = splice(raw, reps) if reps else raw
-    if any(THREADS_CLAUSE in text for _, text in reps):
+    added = "".join(text for _, text in reps)
+    if any(needs_threads_prelude(text) for _, text in reps):
         # The parallel loops' thread count (a helper at file scope: regions sit inside functions).
         out = THREADS_PRELUDE.encode() + out
+        added += THREADS_PRELUDE
+    _check_generated_names(path, raw, added, regions)
     if key is not None:
         result_cache.store(key, path, out, results)
     return out, results
@@ -119,3 +124,27 @@ def optimize_c(path, *, tile: bool = True, parallel: bool = True, fusion: str = 
                               function=function, reassociate=reassociate, pure=pure, cpp_args=cpp_args,
                               cache=cache)
     return out.decode("utf-8", errors="surrogateescape")
+
+
+_GENERATED_NAME = re.compile(r"\bpt_\w+")
+
+
+def _check_generated_names(path, raw: bytes, added: str, regions) -> None:
+    """Refuse a file that names something the generated code also declares (``pt_threads``, ``pt_i0``,
+    ...): the generated name would shadow the file's inside a region, or clash with it at file scope
+    (``int pt_threads = 3;`` made the output fail to compile).  Loop counters pick names of their own
+    (codegen.c.fresh_counter_prefix); these are fixed.
+
+    >>> # int pt_threads = 3;  ->  k.c:1:5: the file names pt_threads, which polytile's generated code defines
+    """
+    taken = set().union(*(cs.taken for cs in regions))
+    clash = sorted(set(_GENERATED_NAME.findall(added)) & taken)
+    if not clash:
+        return
+    text = raw.decode("utf-8", "replace")
+    at = re.search(rf"\b{re.escape(clash[0])}\b", text)
+    line = text.count("\n", 0, at.start()) + 1 if at else 0
+    col = at.start() - text.rfind("\n", 0, at.start()) if at else 0
+    where = f"{path}:{line}:{col}: " if at else f"{path}: "
+    raise CFrontendError(f"{where}the file names {', '.join(clash)}, which polytile's generated code defines "
+                         "too (every name it generates begins with pt_); rename it in the file")

@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence, Tuple
 import islpy as isl
 
 from .. import deps as deps_mod
-from ..codegen.c import REGION_PRELUDE, fresh_counter_prefix, generate_region
+from ..codegen.c import REGION_POSTLUDE, REGION_PRELUDE, fresh_counter_prefix, generate_region
 from ..deadline import interrupts_after, with_deadline
 from ..errors import PolytileError, ScheduleError
 from ..frontends.c import CScop
@@ -241,7 +241,7 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
             head = "/* polytile opt: " + " -> ".join(str(st) for st in s.steps) + " */\n"
             if expansion is not None:  # the expanded scalars' arrays, and live-out values put back
                 code = expansion.wrap(code)
-            res.text = cs.wrap(head + code)
+            res.text = cs.wrap(head + code.rstrip("\n") + "\n" + REGION_POSTLUDE + cs.final_values)
             return res
     if steps is not None and isinstance(last_error, _CodegenTimeout):
         raise ScheduleError(f"{cs.path}:{cs.lines[0]}: code generation of the given schedule took over "
