@@ -200,6 +200,18 @@ def test_opt_never_overwrites_its_input(tmp_path, capsys, monkeypatch):
     assert code == 0, err
     assert (tmp_path / "k.c.orig").read_bytes() == original
     assert src.read_bytes() != original and b"polytile opt:" in src.read_bytes()
+    # A second --in-place run has no region left to optimise: it writes nothing, and the first
+    # run's backup (the user's original) is not replaced by the optimised file.
+    optimised = src.read_bytes()
+    code, out, err = run(capsys, "opt", "k.c", "--in-place")
+    assert code == 0 and "left as it is" in err, err
+    assert (tmp_path / "k.c.orig").read_bytes() == original and src.read_bytes() == optimised
+    assert not (tmp_path / "k.c.orig.1").exists()
+    # An existing backup is never overwritten: the next one takes a new name.
+    src.write_bytes(original)
+    code, out, err = run(capsys, "opt", "k.c", "--in-place")
+    assert code == 0 and "k.c.orig.1" in err, err
+    assert (tmp_path / "k.c.orig").read_bytes() == original == (tmp_path / "k.c.orig.1").read_bytes()
     # --in-place with another -o is a usage error.
     code, out, err = run(capsys, "opt", "k.c.orig", "--in-place", "-o", "other.c")
     assert code == 2 and "--in-place" in err

@@ -162,6 +162,24 @@ def test_output_checked_early_for_every_command(tmp_path, argv):
     assert_clean(p, 1, "is a directory")
 
 
+@pytest.mark.parametrize("command", ["compile", "schedule", "tune"])
+def test_no_command_writes_over_its_input(tmp_path, capsys, command):
+    # `compile mm.tile -o mm.tile` replaced the program with its C (schedule and tune: with JSON).
+    src = tmp_path / "mm.tile"
+    src.write_bytes((EX / "matmul.tile").read_bytes())
+    (tmp_path / "link.tile").symlink_to(src)
+    for out in (src, tmp_path / "link.tile", tmp_path / "." / "mm.tile"):
+        code = cli.main([command, str(src), "--dims", "M=4,N=4,K=4", "-o", str(out)])
+        err = capsys.readouterr().err
+        assert code == 1 and "is the input file" in err, err
+        assert src.read_bytes() == (EX / "matmul.tile").read_bytes()
+
+
+def test_a_negative_seed_is_a_usage_error():
+    p = polytile_cli("run", EX / "matmul.tile", "--dims", "M=4,N=4,K=4", "--seed", "-1")
+    assert_clean(p, 2, "--seed", "expected an integer >= 0")
+
+
 def test_file_errors_escaping_a_command_are_user_errors(monkeypatch, capsys):
     def missing(args):
         raise FileNotFoundError(2, "No such file or directory", "some/input.c")

@@ -60,6 +60,7 @@ from .inputs import (  # noqa: F401  (re-exported: what a command runs on)
 from .model_commands import DEP_RELATIONS, cmd_deps, cmd_schedule, cmd_show  # noqa: F401
 from .opt_command import cmd_opt  # noqa: F401
 from . import json_output
+from .argtypes import same_file
 from .parser import ArgumentsRejected, build_parser
 from .tool_commands import cmd_cache, cmd_hw  # noqa: F401
 
@@ -117,11 +118,30 @@ def check_output_path(path, option: str = "-o") -> Path:
 _OUTPUT_OPTIONS = (("output", "-o"), ("json_out", "--json"), ("plot", "--plot"))
 
 
+#: Options of any command that name files the command reads: no output may be one of them.
+_INPUT_OPTIONS = ("file", "schedule", "schedules", "apply", "hardware")
+
+
 def _check_outputs(args) -> None:
+    """Every output option names a writable file that is not one of the command's inputs: ``polytile
+    compile mm.tile -o mm.tile`` replaced the program with its C.  (``opt`` checks its own -o, which
+    --in-place may point at the input.)"""
+    inputs = []
+    for attr in _INPUT_OPTIONS:
+        value = getattr(args, attr, None)
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, (str, os.PathLike)) and os.path.isfile(v):
+                inputs.append(v)
     for attr, option in _OUTPUT_OPTIONS:
         value = getattr(args, attr, None)
         if isinstance(value, (str, os.PathLike)) and str(value) != "-":
             check_output_path(value, option)
+            if getattr(args, "in_place", None) is not None and attr == "output":
+                continue
+            for x in inputs:
+                if same_file(value, x):
+                    raise PolytileError(f"cannot write {value} ({option}): it is the input file {x}, which "
+                                        f"would be lost; write elsewhere")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

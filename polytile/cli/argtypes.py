@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
 from ..errors import PolytileError
 
@@ -57,3 +59,18 @@ def figure_path(text: str):
     from ..plots._mpl import check_path  # on use: the plots package reads isl; `polytile --help` must not
 
     return arg_type(check_path, "figure")(text)
+
+
+def same_file(a, b) -> bool:
+    """``a`` and ``b`` name one file (through symlinks, relative paths or hard links).
+
+    >>> same_file("x.tile", "./x.tile")
+    True
+    """
+    a, b = Path(a), Path(b)
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()

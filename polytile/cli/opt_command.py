@@ -15,7 +15,7 @@ from typing import Dict, Optional, Tuple
 
 from ..errors import PolytileError
 from . import json_output
-from .argtypes import arg_type
+from .argtypes import arg_type, same_file
 from .c_files import _c_command, _cpp_args, _cpp_options, _pure
 from .inputs import FUSION, UsageError, _note, parse_dims
 
@@ -152,10 +152,10 @@ def _opt_output(args) -> Optional[Path]:
         raise PolytileError(f"{src} is a directory, not a C file")
     out = Path(args.output) if args.output else None
     if args.in_place:
-        if out is not None and not _same_file(out, src):
+        if out is not None and not same_file(out, src):
             raise UsageError(f"--in-place rewrites {src} itself; drop -o {out}")
         out = src
-    elif out is not None and _same_file(out, src):
+    elif out is not None and same_file(out, src):
         raise PolytileError(f"-o {out} is the input file: writing it would lose the original loops and their "
                             f"#pragma scop markers; write elsewhere, or pass --in-place (which keeps {src}.orig)")
     if out is None:
@@ -168,16 +168,6 @@ def _opt_output(args) -> Optional[Path]:
     if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
         raise PolytileError(f"-o {out}: not writable")
     return out
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """``a`` and ``b`` name one file (through symlinks, relative paths or hard links)."""
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-    except OSError:
-        pass
-    return a.resolve() == b.resolve()
 
 
 @_c_command
@@ -220,10 +210,13 @@ def cmd_opt(args) -> int:
               + f" ({' '.join(c_runner.DEFAULT_FLAGS)})")
     if out_path is not None:
         try:
-            if args.in_place:
-                backup = out_path.with_name(out_path.name + ".orig")
-                backup.write_bytes(out_path.read_bytes())
-            out_path.write_bytes(out)
+            original = out_path.read_bytes() if args.in_place else None
+            if original == out:
+                _note(f"{args.file}: nothing was optimised; the file is left as it is")
+            else:
+                if original is not None:
+                    _note(f"{args.file}: the original is kept as {_keep_backup(out_path, original)}")
+                out_path.write_bytes(out)
         except OSError as exc:
             raise PolytileError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     elif not getattr(args, "json", False):
@@ -232,6 +225,24 @@ def cmd_opt(args) -> int:
     if getattr(args, "json", False):
         json_output.emit(_opt_document(args, out, results, out_path, verified, params))
     return 0
+
+
+def _keep_backup(path: Path, original: bytes) -> Path:
+    """Write ``original`` to ``path.orig``, or to ``path.orig.1``, ``.orig.2``, ... when that exists: an
+    earlier backup is never overwritten (a second ``--in-place`` run would otherwise replace the user's
+    original with the first run's output).  Created exclusively, so two runs cannot take the same name.
+
+    >>> # _keep_backup(Path("k.c"), b"...") -> k.c.orig, then k.c.orig.1 on the next run
+    """
+    for n in range(1000):
+        backup = path.with_name(path.name + ".orig" + (f".{n}" if n else ""))
+        try:
+            with open(backup, "xb") as f:
+                f.write(original)
+            return backup
+        except FileExistsError:
+            continue
+    raise PolytileError(f"cannot keep the original of {path}: {path}.orig to {path}.orig.999 all exist")
 
 
 def _tuned_options(args, options: Dict, c_runner) -> Optional[Dict]:
