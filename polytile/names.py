@@ -28,7 +28,7 @@ C_KEYWORDS = frozenset(
 # isl's parser matches its keywords case-insensitively ("Floor" is floor), so
 # these are compared in lower case.
 ISL_KEYWORDS = frozenset(
-    """and or not mod floor ceil min max exists infty infinity nan rat true false domain implies xor
+    """and or not mod floor ceil floord ceild min max exists infty infinity nan rat true false domain implies xor
     cond lexmin lexmax sum""".split()
 )
 LIBM = frozenset(

@@ -368,7 +368,8 @@ def test_transposed_view_in_elementwise_and_contraction(rng):
 # Index variable names (lowercase class, or $ to force it) that isl or C would misread.
 INDEX_NAMES = ["mod", "floor", "ceil", "min", "max", "exists", "and", "or", "not", "int", "for", "return",
                "double", "c0", "a0", "o0", "i0", "$Floor", "$Mod", "$Exists", "$Infty", "$Rat", "$True",
-               "$NaN", "nan", "rat", "implies", "$Min", "$And", "$Or", "$Not", "$Ceil"]
+               "$NaN", "nan", "rat", "implies", "$Min", "$And", "$Or", "$Not", "$Ceil", "ceild", "floord", "$Floord",
+               "$CEILD"]
 # Tensor / dimension names (uppercase class, or # to force it).
 TENSOR_NAMES = ["#double", "#int", "#for", "#void", "#return", "#restrict", "#main", "#floor", "#mod", "#exists",
                 "#NULL", "#INFINITY", "#c0", "#a0", "#pt_max_float64", "#floord", "#static", "#if", "#A_1", "#v_int"]
@@ -433,6 +434,28 @@ def test_constraint_excluding_every_point_gives_zeros(agg, rng):
     O = k(I)
     np.testing.assert_array_equal(O, np.zeros(6))  # unreached cells are 0, not the identity
     np.testing.assert_array_equal(O, polytile.reference(k.program, I))
+
+
+@pytest.mark.parametrize("agg", ["+", "*", ">", "<", "="])
+def test_two_dimensional_contraction_with_an_empty_domain(agg, rng):
+    # A[i + j, i + N] never lies inside A: no point runs.  The "=" aggregation's transpose tiling
+    # asked for the extent of a loop with no points and stopped with an internal error.
+    k = polytile.compile(f"function (A[M, N]) -> (O) {{ O[i, j : N, M] = {agg}(A[i + j, i + N]); }}")
+    A = ints(rng, (4, 5))
+    np.testing.assert_array_equal(k(A), np.zeros((5, 4)))
+    np.testing.assert_array_equal(k(A), polytile.reference(k.program, A))
+
+
+@pytest.mark.parametrize("agg", ["+", "*", ">", "<"])
+@pytest.mark.parametrize("target", ["openmp", "llvm"])
+def test_bool_matrix_products_on_the_host_descriptor(agg, target, rng):
+    # The host descriptor's vector lanes for bool: an unknown element type stopped the compile.
+    k = polytile.compile(f"function (A[M, K], B[K, N]) -> (C) {{ C[i, j : M, N] = {agg}(A[i, k] * B[k, j]); }}",
+                         target=target)
+    A, B = rng.random((37, 41)) < 0.3, rng.random((41, 29)) < 0.3
+    out, ref = k(A, B), polytile.reference(k.program, A, B)
+    assert out.dtype == ref.dtype
+    np.testing.assert_array_equal(out, ref)
 
 
 @pytest.mark.parametrize("agg", ["+", ">", "="])

@@ -15,7 +15,7 @@ _DTYPE_BYTES = {
     "float16": 2, "half": 2, "fp16": 2, "f16": 2,
     "bfloat16": 2, "bf16": 2,
     "int64": 8, "uint64": 8, "int32": 4, "uint32": 4, "int": 4,
-    "int16": 2, "uint16": 2, "int8": 1, "uint8": 1,
+    "int16": 2, "uint16": 2, "int8": 1, "uint8": 1, "bool": 1,
 }
 # The canonical floating-point name of each spelling (the key of the peak tables).
 _FLOAT_KIND = {

@@ -208,5 +208,8 @@ def loop_extent(s: Schedule, stmt: str, loop: str) -> int:
 
     >>> # matmul 64 x 32 @ 32 x 16, program order: loop_extent(s, "S0", "k") == 32
     """
-    lo, hi = (int(x) for x in _value_range([s.table[stmt].map], s.loop_dim(stmt, loop)).strip("[]").split(","))
+    span = _value_range([s.table[stmt].map], s.loop_dim(stmt, loop))
+    if span == "[]":
+        return 0  # the statement never runs (an empty domain): its loop has no points
+    lo, hi = (int(x) for x in span.strip("[]").split(","))
     return hi - lo + 1
