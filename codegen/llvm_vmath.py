@@ -125,7 +125,11 @@ class VectorCalls:
         m = self.module
         libm = m.globals.get(scalar) or ir.Function(m, ir.FunctionType(t, [t] * arity), scalar)
         fn = ir.Function(m, ir.FunctionType(t, [t] * arity), f"pt.vm.{scalar}")
-        fn.linkage = "internal"
+        # Not internal: LLVM's interprocedural passes rewrite an internal function's signature, and a
+        # constant argument (pow(x, 2)) left the wrapper with one parameter against a two-argument
+        # (``vv``) mapping, which the verifier rejects by aborting the process.  An ODR definition keeps
+        # its signature and may still be defined by every module.
+        fn.linkage = "linkonce_odr"
         fn.attributes.add("noinline")
         wb = ir.IRBuilder(fn.append_basic_block("entry"))
         wb.ret(wb.call(libm, list(fn.args)))

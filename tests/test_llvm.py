@@ -235,6 +235,26 @@ def test_math_builtins_against_c():
             np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("d", [2, 3, 8])
+@pytest.mark.parametrize("n", [16, 64, 67])
+def test_floor_division_in_indices(d, n):
+    """``I[(i - 5) / 2]`` at N = 64: LLVM 14's loop vectoriser hit an assertion on the old floor division
+    (a select of two divisions) and aborted the process."""
+    text = f"function (I[N]) -> (O) {{ O[i : N] = +(I[(i - 5) / {d}]); }}"
+    x = np.arange(-7.0, n - 7.0, dtype=np.float32)
+    np.testing.assert_array_equal(polytile.compile(text, target="llvm")(x), polytile.reference(text, x))
+
+
+@pytest.mark.parametrize("expr", ["pow(X, 2)", "pow(X, 2.5)", "pow(2.0, X)", "pow(X, 3) + exp(X)"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_math_builtins_with_a_constant_argument(expr, dt):
+    """``pow(X, 2)``: LLVM's interprocedural passes dropped the constant argument of the vector-math
+    wrapper, its two-argument vector mapping no longer matched, and the verifier aborted the process."""
+    x = np.linspace(0.5, 3.0, 67).astype(dt)
+    text = f"function (X[N]) -> (A) {{ A = {expr}; }}"
+    np.testing.assert_allclose(polytile.compile(text, target="llvm")(x), polytile.reference(text, x), rtol=2e-6)
+
+
 # ---------------------------------------------------------------------------
 # parallel loops, register tiles, packs
 # ---------------------------------------------------------------------------
