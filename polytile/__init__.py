@@ -9,8 +9,8 @@
 from .version import __version__  # noqa: E402,F401
 
 from .errors import (  # noqa: E402
-    CollisionError, CompilerError, IllegalSchedule, InternalError, NonAffineError, PolytileError,
-    ScheduleError, ShapeError, TileSemanticError, TileSyntaxError,
+    CollisionError, CompilerError, IllegalSchedule, InternalError, MissingFileError, NonAffineError, OptionError,
+    PolytileError, ScheduleError, ShapeError, TileSemanticError, TileSyntaxError, UnknownOptionError,
 )
 
 
@@ -74,5 +74,6 @@ def __dir__():
 __all__ = [
     "compile", "reference", "schedule", "Kernel", "parse", "load_program", "shapes_from_dims", "optimize_c",
     "PolytileError", "TileSyntaxError", "TileSemanticError", "NonAffineError", "ShapeError",
-    "CollisionError", "CompilerError", "ScheduleError", "IllegalSchedule", "InternalError",
+    "CollisionError", "CompilerError", "ScheduleError", "IllegalSchedule", "InternalError", "OptionError",
+    "UnknownOptionError", "MissingFileError",
 ]

@@ -91,6 +91,18 @@ class PolytileError(Exception):
         return f"{text}\n{caret}" if caret else text
 
 
+class OptionError(PolytileError, ValueError):
+    """An argument value polytile does not accept: an unknown target or fusion choice, a negative count."""
+
+
+class UnknownOptionError(PolytileError, TypeError):
+    """A keyword argument no polytile function takes (Python's own calls raise TypeError for these)."""
+
+
+class MissingFileError(PolytileError, FileNotFoundError):
+    """A file the caller named (a Tile program, a schedule) does not exist, or is not a file."""
+
+
 class TileSyntaxError(PolytileError, ValueError):
     """The text is not a Tile program (lexing or parsing failed)."""
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Optional, Tuple, Union
 
-from .errors import PolytileError
+from .errors import OptionError, UnknownOptionError
 from .targets import NAMES as TARGETS
 
 
@@ -45,10 +45,10 @@ class Options:
         'smart'
         """
         if target not in TARGETS:
-            raise PolytileError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
+            raise OptionError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
         unknown = set(kw) - {"parallel", "cflags", "schedule", "fusion", "hardware", "min_parallel_work"}
         if unknown:
-            raise PolytileError(f"unknown compile option(s): {', '.join(sorted(unknown))}")
+            raise UnknownOptionError(f"unknown compile option(s): {', '.join(sorted(unknown))}")
         if kw.get("cflags") is not None:
             kw["cflags"] = tuple(kw["cflags"])
         if kw.get("schedule") is not None:
@@ -65,10 +65,10 @@ class Options:
             from .scheduling import FUSION
 
             if kw["fusion"] not in FUSION:
-                raise PolytileError(f"unknown fusion choice {kw['fusion']!r}; use one of {', '.join(FUSION)}")
+                raise OptionError(f"unknown fusion choice {kw['fusion']!r}; use one of {', '.join(FUSION)}")
         work = kw.get("min_parallel_work")
         if work is not None and (isinstance(work, bool) or not isinstance(work, int) or work < 0):
-            raise PolytileError(f"min_parallel_work must be an integer >= 0, got {work!r}")
+            raise OptionError(f"min_parallel_work must be an integer >= 0, got {work!r}")
         return cls(target=target, **kw)
 
     def fingerprint(self) -> dict:

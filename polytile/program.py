@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
 from . import ir, sema
-from .errors import PolytileError, TileSyntaxError, recursion_room
+from .errors import MissingFileError, OptionError, PolytileError, TileSyntaxError, recursion_room
 from .frontends.tile import parse, parse_file
 
 SourceLike = Union[str, os.PathLike, ir.Program]
@@ -61,7 +61,7 @@ def load_program(source: SourceLike) -> ir.Program:
         except OSError as e:  # e.g. a name too long for the file system
             raise PolytileError(f"cannot use {str(path)[:80]!r} as a Tile file: {e.strerror or e}") from None
         if not is_file:
-            raise PolytileError(f"no such Tile file: {path}" if not exists else f"not a file: {path}")
+            raise MissingFileError(f"no such Tile file: {path}" if not exists else f"not a file: {path}")
         try:
             prog = parse_file(str(path))
         except UnicodeDecodeError as e:
@@ -120,6 +120,6 @@ def parse_dims(text) -> Dict[str, int]:
         name, eq, value = item.partition("=")
         name = name.strip().lstrip("#")
         if not eq or not name or not value.strip().lstrip("-").isdigit():
-            raise PolytileError(f"bad dimension {item!r}: write NAME=SIZE, e.g. M=64")
+            raise OptionError(f"bad dimension {item!r}: write NAME=SIZE, e.g. M=64")
         out[name] = int(value)
     return out

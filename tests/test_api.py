@@ -556,3 +556,20 @@ def test_concurrent_calls_do_not_share_temporaries():
             got = list(ex.map(k, xs))
             for g, w in zip(got, want):
                 np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+@pytest.mark.parametrize("call, kind", [
+    (lambda: polytile.compile(ROOT / "examples" / "matmul.tile", target="x"), ValueError),
+    (lambda: polytile.compile(ROOT / "examples" / "matmul.tile", fusion="x"), ValueError),
+    (lambda: polytile.compile(ROOT / "examples" / "matmul.tile", min_parallel_work=-1), ValueError),
+    (lambda: polytile.compile(ROOT / "examples" / "matmul.tile", hardware="no-such-preset"), ValueError),
+    (lambda: polytile.compile(ROOT / "examples" / "matmul.tile", bogus=1), TypeError),
+    (lambda: polytile.compile("no_such_program.tile"), FileNotFoundError),
+    (lambda: polytile.compile(ROOT / "examples" / "matmul.tile", schedule="no_such_schedule.json"), FileNotFoundError),
+    (lambda: polytile.schedule(ROOT / "examples" / "matmul.tile", dims="garbage"), ValueError),
+])
+def test_bad_arguments_raise_what_python_users_catch(call, kind):
+    # Each was a bare PolytileError, which `except ValueError` (or TypeError, FileNotFoundError) missed.
+    with pytest.raises(kind) as info:
+        call()
+    assert isinstance(info.value, polytile.PolytileError)

@@ -344,7 +344,7 @@ def test_error_document_located(tmp_path):
 
 
 @pytest.mark.parametrize("argv,kind,code,type_name", [
-    (("run", "no_such_file.tile", "--json"), "user", 1, "PolytileError"),
+    (("run", "no_such_file.tile", "--json"), "user", 1, "MissingFileError"),
     (("deps", EX / "matmul.tile", "--dims", "M=x", "--json"), "usage", 2, "ArgumentError"),
     (("run", EX / "matmul.tile", "--json", "--no-such-option"), "usage", 2, "ArgumentError"),
     (("run", EX / "matmul.tile", "--shape", "Q=3", "--json"), "usage", 2, "UsageError"),

@@ -488,6 +488,13 @@ def test_unroll(factor, rng):
     assert f"#pragma GCC unroll {factor}" in src
 
 
+@pytest.mark.parametrize("factor", [0, 65535, 70000, 1.5, True])
+def test_unroll_factor_outside_what_gcc_accepts_is_refused(factor):
+    # 70000 became "#pragma GCC unroll 70000", which gcc rejects (a compile error, not a schedule error).
+    with pytest.raises(polytile.ScheduleError, match="from 1 to 65534"):
+        S.unroll(sched("matmul", MM), "C", "k", factor)
+
+
 def test_marks_survive_tiling(rng):
     s = S.parallel(S.reorder(sched("matmul", MM), "C", ["i", "k", "j"]), "C", "i")
     s = S.vectorize(S.tile(s, "C", i=4, j=4), "C", "j")

@@ -19,7 +19,7 @@ import numpy as np
 from .. import compare as compare_mod
 from .argtypes import arg_type
 from ..memory import available_memory, bytes_text
-from ..errors import PolytileError, SourceLocation
+from ..errors import MissingFileError, PolytileError, SourceLocation
 
 PROG = "polytile"
 DTYPES = ("float32", "float64", "int32", "int64")
@@ -175,7 +175,7 @@ def _read_source(path: Path) -> str:
     # file would escape as an OSError/UnicodeDecodeError traceback; read it here
     # first (the header comments are needed anyway) and report those cleanly.
     if not path.exists():
-        raise PolytileError(f"no such Tile file: {path}")
+        raise MissingFileError(f"no such Tile file: {path}")
     if not path.is_file():
         raise PolytileError(f"not a file: {path}")
     try:

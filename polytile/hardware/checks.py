@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from ..errors import PolytileError
 
 
-class HardwareError(PolytileError):
+class HardwareError(PolytileError, ValueError):
     """A hardware descriptor (file, preset name or query) is wrong.
 
     ``source`` is the file (or other origin) and ``field`` the path of the

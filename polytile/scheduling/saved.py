@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence, Tuple
 
 from ..deps import Dependences
-from ..errors import PolytileError
+from ..errors import MissingFileError, PolytileError
 from ..poly.scop import Scop
 from . import Schedule, Step, apply_step, automatic, initial
 
@@ -22,7 +22,7 @@ def read_schedule_file(path) -> Any:
     """The JSON document of a schedule file (a saved schedule or a list of steps), with errors naming the file."""
     p = Path(path)
     if not p.exists():
-        raise PolytileError(f"no such schedule file: {p}")
+        raise MissingFileError(f"no such schedule file: {p}")
     if not p.is_file():
         raise PolytileError(f"not a file: {p}")
     try:

@@ -555,10 +555,17 @@ def vectorize(s: Schedule, stmt: str, loop: str, *, reduction: bool = False) -> 
     return _mark(s, stmt, loop, SIMD, bool(reduction), step)
 
 
+#: gcc's limit for ``#pragma GCC unroll`` (it rejects 65535 and above: the C would not compile).
+MAX_UNROLL = 65534
+
+
 def unroll(s: Schedule, stmt: str, loop: str, factor: int = 4) -> Schedule:
-    """Ask the C compiler to unroll ``loop`` by ``factor`` (``#pragma GCC unroll``)."""
-    if not isinstance(factor, int) or factor < 1:
-        raise ScheduleError(f"unroll: factor must be a positive integer, got {factor!r}")
+    """Ask the C compiler to unroll ``loop`` by ``factor`` (``#pragma GCC unroll``, at most 65534).
+
+    >>> # unroll(s, "C", "j", 8) -> the loop j of C carries ``#pragma GCC unroll 8``
+    """
+    if isinstance(factor, bool) or not isinstance(factor, int) or not 1 <= factor <= MAX_UNROLL:
+        raise ScheduleError(f"unroll: factor must be an integer from 1 to {MAX_UNROLL}, got {factor!r}")
     return _mark(s, stmt, loop, UNROLL, int(factor), Step.make("unroll", stmt=stmt, loop=loop, factor=int(factor)))
 
 

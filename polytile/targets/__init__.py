@@ -5,7 +5,7 @@
 """
 from __future__ import annotations
 
-from ..errors import PolytileError
+from ..errors import OptionError
 from .base import Lowered, Target
 
 #: Every target name, in the order ``--help`` lists them.
@@ -49,7 +49,7 @@ def get(name: str) -> Target:
         from .cuda import CUDA, CUDA_EMULATE
 
         return CUDA if name == "cuda" else CUDA_EMULATE
-    raise PolytileError(f"unknown target {name!r}; available: {', '.join(NAMES)}")
+    raise OptionError(f"unknown target {name!r}; available: {', '.join(NAMES)}")
 
 
 __all__ = ["NAMES", "Lowered", "Target", "default_name", "get"]

@@ -58,7 +58,8 @@ def gpu_limits(hardware: Any = "nvidia-h100", *, threads: Optional[int] = None, 
 def no_device_reason() -> Optional[str]:
     """Why no CUDA kernel can run here, or None when a GPU looks present."""
     if shutil.which("nvidia-smi") is None:
-        return "no CUDA device is present (nvidia-smi not found); use emulate=True to run the mapping on the CPU"
+        return ("no CUDA device is present (nvidia-smi not found); run the mapping on the CPU with "
+                "target=\"cuda-emulate\" (polytile.compile) or --target cuda-emulate (the CLI)")
     return None
 
 
