@@ -66,6 +66,9 @@ class Options:
 
             if kw["fusion"] not in FUSION:
                 raise OptionError(f"unknown fusion choice {kw['fusion']!r}; use one of {', '.join(FUSION)}")
+        if kw.get("parallel") is not None and type(kw["parallel"]).__name__ not in ("bool", "bool_"):
+            # parallel="no" is a true value: say so rather than parallelise what the caller meant not to
+            raise OptionError(f"parallel must be True or False, got {kw['parallel']!r}")
         work = kw.get("min_parallel_work")
         if work is not None and (isinstance(work, bool) or not isinstance(work, int) or work < 0):
             raise OptionError(f"min_parallel_work must be an integer >= 0, got {work!r}")

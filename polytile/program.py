@@ -121,5 +121,7 @@ def parse_dims(text) -> Dict[str, int]:
         name = name.strip().lstrip("#")
         if not eq or not name or not value.strip().lstrip("-").isdigit():
             raise OptionError(f"bad dimension {item!r}: write NAME=SIZE, e.g. M=64")
+        if name in out and out[name] != int(value):
+            raise OptionError(f"dimension {name} is given twice ({name}={out[name]} and {item}): which one is meant?")
         out[name] = int(value)
     return out

@@ -573,3 +573,14 @@ def test_bad_arguments_raise_what_python_users_catch(call, kind):
     with pytest.raises(kind) as info:
         call()
     assert isinstance(info.value, polytile.PolytileError)
+
+
+def test_options_that_read_as_something_else_are_refused():
+    # parallel="no" is a true string, and M given twice kept the last value: both silently ran
+    # something other than what was asked.
+    with pytest.raises(ValueError, match="parallel must be True or False"):
+        polytile.compile(ROOT / "examples" / "matmul.tile", parallel="no")
+    with pytest.raises(ValueError, match="given twice"):
+        polytile.schedule(ROOT / "examples" / "matmul.tile", dims="M=3,N=4,K=2,M=5")
+    assert polytile.schedule(ROOT / "examples" / "matmul.tile", dims="M=3,N=4,K=2,M=3") is not None
+    polytile.compile(ROOT / "examples" / "matmul.tile", parallel=np.False_)

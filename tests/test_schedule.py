@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import re
 from pathlib import Path
 
@@ -645,6 +646,20 @@ def chained() -> S.Schedule:
     s = S.split(s, "C", "k", 2)
     s = S.parallel(s, "C", "i_t")
     return S.unroll(s, "C", "k_i", 2)
+
+
+def test_save_errors_name_the_path_given_and_leave_nothing(tmp_path):
+    s = sched("matmul", MM)
+    for bad, why in ((tmp_path / "no_dir" / "x.json", "does not exist"), (tmp_path, "is a directory")):
+        with pytest.raises(polytile.ScheduleError, match=why) as info:
+            s.save(bad)
+        assert str(bad) in str(info.value) and ".sched-" not in str(info.value)
+    assert [p.name for p in tmp_path.iterdir()] == []
+    s.save(tmp_path / "ok.json")
+    mode = (tmp_path / "ok.json").stat().st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask  # an ordinary file, not mkstemp's private 0600
 
 
 def test_save_load_roundtrip_byte_identical(tmp_path, rng):

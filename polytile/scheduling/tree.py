@@ -9,15 +9,17 @@ attaches :data:`VIEWS`.  They live here, not in :mod:`.core`, because the tree a
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
-import tempfile
+import secrets
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import islpy as isl
 
 from .contract import contractible
+from ..errors import ScheduleError
 from .core import PARALLEL, REGTILE, SIMD, UNROLL, Schedule, value_bounds
 from .marks import Dim, Local, Mark, Pack, Parallel, Reduction, RegTile, Simd, Unroll, encode
 
@@ -229,12 +231,34 @@ def dumps(s: Schedule) -> str:
 
 
 def save(s: Schedule, path) -> None:
-    """Write :meth:`dumps` to ``path`` (atomically, so a crash never leaves half a file)."""
-    d = os.path.dirname(os.path.abspath(str(path)))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".sched-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        f.write(dumps(s) + "\n")
-    os.replace(tmp, str(path))
+    """Write :meth:`dumps` to ``path`` (atomically, so a crash never leaves half a file).
+
+    A path that cannot be written is a :class:`ScheduleError` naming ``path`` itself (not the
+    temporary file beside it), and nothing is left behind.
+
+        >>> # s.save("matmul.sched.json");  s.save("/no/dir/x.json") -> ScheduleError: cannot save ...
+    """
+    target = os.path.abspath(str(path))
+    if os.path.isdir(target):
+        raise ScheduleError(f"cannot save the schedule to {path}: it is a directory; name a file")
+    d = os.path.dirname(target)
+    if not os.path.isdir(d):
+        raise ScheduleError(f"cannot save the schedule to {path}: the directory {d} does not exist")
+    # Created like any file the user writes (0666 less the umask; mkstemp's are private, 0600),
+    # under a fresh name beside the target so the final rename is atomic.
+    tmp = os.path.join(d, f".sched-{secrets.token_hex(8)}.json")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as e:
+        raise ScheduleError(f"cannot save the schedule to {path}: {e.strerror or e}") from None
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(dumps(s) + "\n")
+        os.replace(tmp, target)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise ScheduleError(f"cannot save the schedule to {path}: {e.strerror or e}") from None
 
 
 #: ``Schedule`` methods defined here (attached in ``polytile/scheduling/__init__.py``).
