@@ -23,9 +23,9 @@ from .inputs import FUSION, UsageError, _note, parse_dims
 _OPT_EPILOG = """\
 examples:
   polytile opt tests/c_kernels/jacobi-2d.c -o jacobi-2d.opt.c
-  polytile opt gemm.c -o gemm.opt.c --no-tile --fusion max
-  polytile opt heat.c -o heat.opt.c --param N=200 --param TSTEPS=50
-  polytile opt mixed.c -o out.c --skip-nonaffine
+  polytile opt tests/c_kernels/gemm.c -o gemm.opt.c --no-tile --fusion max
+  polytile opt tests/c_kernels/heat-3d.c -o heat.opt.c --param N=200 --param TSTEPS=50
+  polytile opt tests/c_kernels/features.c -o out.c --skip-nonaffine   # regions it cannot model stay as they are
   polytile opt tests/c_kernels/gemm.c --function kernel_gemm       # the whole body, no pragmas needed
   polytile opt tests/c_kernels/2mm.c --tune -o 2mm.opt.c               # measure the variants, keep the fastest
   polytile opt tests/c_kernels/gemver.c --tune --tune-dims n=2000 -o gemver.opt.c
