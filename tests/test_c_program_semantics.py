@@ -92,7 +92,8 @@ int main(void) {
     ("unsigned i", "A[i] = -i;"),                          # an unsigned iterator wraps
     ("int i", "A[i] = i * 3000000000u / 7;"),             # unsigned int arithmetic, not long
     ("int i", "A[i] = sizeof(i) + i;"),                   # the iterator's size
-    ("unsigned char i", "A[i] = -i + 0.5;"),              # promoted to int, not wrapped
+    ("unsigned char i", "A[i] = i - 300u;"),              # promoted to int, then unsigned int arithmetic
+    ("int i", "A[i] = i * 0x80000000;"),                  # an unsuffixed hex constant above INT_MAX is unsigned
 ])
 def test_statements_compute_with_the_iterators_declared_type(tmp_path, decl, stmt):
     original, optimised = outputs(tmp_path, f"""
@@ -202,10 +203,100 @@ int main(void) {{
 def test_a_file_naming_a_generated_helper_gets_a_located_error(tmp_path, capsys):
     # int pt_threads = 3; clashed with the thread-count helper at file scope: the output did not compile.
     src = tmp_path / "k.c"
-    src.write_text("double A[500][500];\nint pt_threads = 3;\nvoid k(void) {\n  int i, j;\n#pragma scop\n"
-                   "  for (i = 0; i < 500; i++)\n    for (j = 0; j < 500; j++)\n"
+    src.write_text("double A[2000][2000];\nint pt_threads = 3;\nvoid k(void) {\n  int i, j;\n#pragma scop\n"
+                   "  for (i = 0; i < 2000; i++)\n    for (j = 0; j < 2000; j++)\n"
                    "      A[i][j] = A[i][j] * 0.5 + pt_threads;\n#pragma endscop\n}\n")
     code = cli_main(["opt", str(src), "-o", str(tmp_path / "out.c")])
     err = capsys.readouterr().err
     assert code == 1 and f"{src}:2:5:" in err and "pt_threads" in err and "Traceback" not in err, err
     assert not (tmp_path / "out.c").exists()
+
+
+@pytest.mark.parametrize("loop, stmt", [
+    ("for (unsigned i = 0; i < 10; i++)", "A[i] = -i;"),
+    ("for (int i = 0; i < 10; i++)", "A[i] = i * 3000000000u;"),
+    ("for (unsigned i = 0; i < 10; i++)", "if (i - 5 < 3) A[i] = 1;"),
+    ("for (int i = 0; i < 10; i++)", "if (i - 5 < 'u') A[i] = 2;"),
+    ("for (int i = 0; i < 10; i++)", "if (i - 5 < 0x80000000) A[i] = 3;"),
+])
+def test_iterators_declared_in_the_loop_header_keep_their_type(tmp_path, loop, stmt):
+    # for (unsigned i = ...) declares an iterator the function's scope does not have: it was read as
+    # long (and compared signed), and a character constant 'u' read as an unsigned suffix.
+    original, optimised = outputs(tmp_path, f"""
+#include <stdio.h>
+double A[10];
+int main(void) {{
+#pragma scop
+  {loop}
+    {stmt}
+#pragma endscop
+  for (int k = 0; k < 10; k++) printf("%.17g ", A[k]);
+  printf("\\n");
+  return 0;
+}}
+""")
+    assert original == optimised
+
+
+def test_a_final_value_survives_a_loop_that_declares_the_same_name(tmp_path):
+    # for (int i ...) declares its own i; the function's i, set by the next loop, must still end at 7.
+    original, optimised = outputs(tmp_path, """
+#include <stdio.h>
+#define N 10
+double A[N];
+int main(void) {
+  int i = -1;
+#pragma scop
+  for (int i = 0; i < N; i++)
+    A[i] = i;
+  for (i = 0; i < N - 3; i++)
+    A[i] += 1;
+#pragma endscop
+  printf("i=%d %g\\n", i, A[3]);
+  return 0;
+}
+""")
+    assert original == optimised == "i=7 4\n"
+
+
+def test_a_file_may_use_pt_names_the_generated_code_does_not(tmp_path):
+    original, optimised = outputs(tmp_path, """
+#include <stdio.h>
+double pt_data[300][300];
+int main(void) {
+  int i, j;
+  for (i = 0; i < 300; i++) for (j = 0; j < 300; j++) pt_data[i][j] = i - j;
+#pragma scop
+  for (i = 0; i < 300; i++)
+    for (j = 0; j < 300; j++)
+      pt_data[i][j] = pt_data[i][j] * 2 + 1;
+#pragma endscop
+  printf("%g %g\\n", pt_data[7][3], pt_data[299][0]);
+  return 0;
+}
+""")
+    assert original == optimised == "9 599\n"
+
+
+@pytest.mark.parametrize("decl", ["unsigned n = 300;", "size_t n = 300;"])
+def test_loops_bounded_by_an_unsigned_size_less_one_are_optimised(tmp_path, decl):
+    # i < n - 1 with an unsigned n wraps only at n = 0, where the original loop overflows its int
+    # iterator (undefined): the loop is modelled as C runs it for every n >= 1, not refused.
+    original, optimised = outputs(tmp_path, f"""
+#include <stdio.h>
+#include <stddef.h>
+double A[400][400];
+int main(void) {{
+  {decl}
+  int i, j;
+#pragma scop
+  for (i = 0; i < n - 1; i++)
+    for (j = 0; j < n - 2; j++)
+      A[i][j] = A[i][j] * 0.5 + i - j;
+#pragma endscop
+  double s = 0; for (i = 0; i < 400; i++) for (j = 0; j < 400; j++) s += A[i][j] * (i + 1);
+  printf("%.17g\\n", s);
+  return 0;
+}}
+""")
+    assert original == optimised

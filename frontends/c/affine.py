@@ -461,7 +461,7 @@ def to_formula(node: c_ast.Node, resolve: Resolver) -> Formula:
             a, b = to_pw(node.left, resolve), to_pw(node.right, resolve)
             unsigned = getattr(resolve, "unsigned_compare", None)
             if unsigned is not None and unsigned(node.left, node.right):
-                return _unsigned_compare(node.op, a, b)
+                return _unsigned_compare(node.op, a, b, loop=getattr(resolve, "unsigned_loop", False))
             return pw_compare(node.op, a, b)
     if isinstance(node, c_ast.UnaryOp) and node.op == "!":
         return negate(to_formula(node.expr, resolve))
@@ -469,7 +469,7 @@ def to_formula(node: c_ast.Node, resolve: Resolver) -> Formula:
     return pw_compare("!=", to_pw(node, resolve), pw(Lin.constant(0)))
 
 
-def _unsigned_compare(op: str, a: Pw, b: Pw) -> Formula:
+def _unsigned_compare(op: str, a: Pw, b: Pw, loop: bool = False) -> Formula:
     """``a op b`` compared as C compares in an unsigned type (``int i < unsigned n``): a negative value
     converts to one above every realistic bound (``-3`` to ``2^32 - 3``), so it is larger than any
     non-negative one; two of the same sign compare as integers.
@@ -478,10 +478,16 @@ def _unsigned_compare(op: str, a: Pw, b: Pw) -> Formula:
 
     With ``for (i = -3; i < n; i++)`` the first test already fails (the loop never runs), which the
     extractor's bound check then reports, rather than running i from 0 as a signed model would.
+
+    In a loop condition (``loop``) only operands of one sign are modelled: a side that is negative while
+    the other is not either stops the loop (as the formula says) or keeps it running until its signed
+    iterator overflows -- ``i < n - 1`` at ``n = 0`` -- which C leaves undefined.
     """
     zero = pw(Lin.constant(0))
     a_ok, b_ok = pw_compare(">=", a, zero), pw_compare(">=", b, zero)
     same = conj([pw_compare(op, a, b), disj([conj([a_ok, b_ok]), conj([negate(a_ok), negate(b_ok)])])])
+    if loop and op not in ("==", "!="):
+        return same
     parts = [same]
     if op in ("<", "<=", "!="):  # a small (non-negative), b huge (negative, converted)
         parts.append(conj([a_ok, negate(b_ok)]))

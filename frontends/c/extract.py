@@ -40,7 +40,7 @@ from .regions import _File, _Region
 from .scop_build import _ScopBuilder
 from .source import CFrontendError, load, option
 from .statements import _StatementReader, _Stmt
-from .symbols import PURE_FUNCTIONS, _dtype, _is_integer, _Sym
+from .symbols import PURE_FUNCTIONS, _dtype, _is_integer, _Sym, constant_type, converted, promoted
 from .syntax import _assigned_names, _c, _ids
 
 
@@ -74,6 +74,7 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
         self.params_used: Dict[str, str] = {}  # name -> origin ("param", "macro", "global", "local")
         self.notes: List[str] = []
         self.iter_c_names: List[str] = []
+        self.active_iters: Dict[str, _Sym] = {}  # C name -> symbol of the enclosing loops' iterators (for_loop)
         self.isl_iter: Dict[str, str] = {}
         self.accessed: Dict[str, _Access] = {}  # first access of each array, in order
         # names taken in the whole file: renamed iterators must not collide with any
@@ -130,6 +131,11 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
     def lookup(self, name: str) -> Optional[_Sym]:
         return self.region_syms.get(name) or self.scope.get(name)
 
+    def iter_sym(self, name: str) -> Optional[_Sym]:
+        """The symbol ``name`` means here: the iterator of an enclosing loop (``for (unsigned i = ...)``
+        declares one the function's scope does not have), else :meth:`lookup`'s."""
+        return self.active_iters.get(name) or self.lookup(name)
+
     def not_volatile(self, sym: Optional[_Sym], node: c_ast.Node) -> None:
         """A volatile object's accesses must all happen, in program order (hardware registers, signal
         flags): no schedule may reorder, merge or parallelise them, so the region is refused."""
@@ -172,30 +178,29 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
                 raise A.NotAffine(node, f"{name} is volatile: its value may change between reads")
             return self.param(name, sym.origin, node)
 
-        resolve.unsigned_compare = lambda left, right: _converted(self.int_type(left), self.int_type(right))[1]
+        resolve.unsigned_compare = lambda left, right: converted(self.int_type(left), self.int_type(right))[1]
         return resolve
 
     def int_type(self, node: c_ast.Node) -> Tuple[int, bool]:
         """``(bits, unsigned)`` of an integer expression's C type after the integer promotions, as far as an
         affine comparison needs it: whether C compares it in an unsigned type (``i < n``, unsigned n)."""
         if isinstance(node, c_ast.ID):
-            sym = self.lookup(node.name)
-            return _promoted(sym.dtype if sym is not None else None)
+            sym = self.iter_sym(node.name)
+            return promoted(sym.dtype if sym is not None else None)
         if isinstance(node, c_ast.Constant):
-            suffix = node.value.lower().lstrip("0123456789abcdefx")
-            return (64 if "l" in suffix else 32, "u" in suffix)
+            return constant_type(node)
         if isinstance(node, c_ast.Cast):
             t = node.to_type.type
             names = t.type.names if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType) else []
-            return _promoted(_dtype(names, self.file.typedefs) if names else None)
+            return promoted(_dtype(names, self.file.typedefs) if names else None)
         if isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+", "~"):
             return self.int_type(node.expr)
         if isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-", "*", "/", "%", "&", "|", "^"):
-            return _converted(self.int_type(node.left), self.int_type(node.right))
+            return converted(self.int_type(node.left), self.int_type(node.right))
         if isinstance(node, c_ast.BinaryOp) and node.op in ("<<", ">>"):
             return self.int_type(node.left)
         if isinstance(node, c_ast.TernaryOp):
-            return _converted(self.int_type(node.iftrue), self.int_type(node.iffalse))
+            return converted(self.int_type(node.iftrue), self.int_type(node.iffalse))
         return (32, False)  # comparisons, !, calls (min/max/floord): int
 
     def param(self, name: str, origin: str, node: c_ast.Node) -> A.Lin:
@@ -214,8 +219,12 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
             raise self.fail(e.node, f"non-affine {what}: {e.message}", what) from None
 
     def formula(self, node: c_ast.Node, ctx: _Ctx, what: str) -> A.Formula:
+        resolve = self.resolver(ctx)
+        # A loop condition compared in an unsigned type (i < n - 1, unsigned n) whose two sides differ in
+        # sign would run the loop until its signed iterator overflows (undefined): that case is not modelled.
+        resolve.unsigned_loop = what == "loop condition"
         try:
-            return A.to_formula(node, self.resolver(ctx))
+            return A.to_formula(node, resolve)
         except A.NotAffine as e:
             raise self.fail(e.node, f"non-affine {what}: {e.message}", what) from None
 
@@ -238,33 +247,36 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
         >>> # for (i = 0; i < n; i++) for (j = 0; j < i; j++) S;   with i read later, j not:
         >>> # -> "for (i = 0; i < n; i++) ;"
         """
-        declared_in_loop = set()
-        for node in _all_nodes(self.region.items):
-            if isinstance(node, c_ast.For) and isinstance(node.init, c_ast.DeclList):
-                declared_in_loop |= {d.name for d in node.init.decls}
-        names = [n for n in sorted(self.loop_iters) if n not in declared_in_loop and n not in self.declared_here]
+        # Only loops that assign a variable of the function (for (i = ...)) can leave a value behind; a
+        # for (int i = ...) declares its own i, which also hides the function's i inside that loop.
+        assigned = sorted({self._loop_var(n) for n in _all_nodes(self.region.items)
+                           if isinstance(n, c_ast.For) and isinstance(n.init, c_ast.Assignment)} - {None})
+        names = [n for n in assigned if n not in self.declared_here]
         dead = set(self.dead_after(names))
         live = {n for n in names if n not in dead}
         if not live:
             return ""
 
-        def keep(node: c_ast.Node) -> Optional[c_ast.Node]:
+        def keep(node: c_ast.Node, hidden: frozenset) -> Optional[c_ast.Node]:
             if isinstance(node, c_ast.For):
-                inner = keep(node.stmt)
-                if inner is None and self._loop_var(node) not in live:
+                own = self._loop_var(node)
+                declares = isinstance(node.init, c_ast.DeclList)
+                inner = keep(node.stmt, (hidden | {own}) if declares else hidden)
+                if inner is None and (declares or own in hidden or own not in live):
                     return None
                 return c_ast.For(node.init, node.cond, node.next, inner or c_ast.EmptyStatement(), node.coord)
             if isinstance(node, c_ast.Compound):
-                items = [k for k in (keep(x) for x in node.block_items or []) if k is not None]
+                items = [k for k in (keep(x, hidden) for x in node.block_items or []) if k is not None]
                 return c_ast.Compound(items, node.coord) if items else None
             if isinstance(node, c_ast.If):
-                t, f = keep(node.iftrue), (keep(node.iffalse) if node.iffalse is not None else None)
+                t = keep(node.iftrue, hidden)
+                f = keep(node.iffalse, hidden) if node.iffalse is not None else None
                 if t is None and f is None:
                     return None
                 return c_ast.If(node.cond, t or c_ast.EmptyStatement(), f, node.coord)
             return None
 
-        kept = [k for k in (keep(x) for x in self.region.items) if k is not None]
+        kept = [k for k in (keep(x, frozenset()) for x in self.region.items) if k is not None]
         body = "\n".join(_c(k) if not isinstance(k, c_ast.For) else _c(c_ast.Compound([k])) for k in kept)
         return f"/* polytile opt: the final values of {', '.join(sorted(live))}, as the original loops leave them */\n" \
                f"{body}\n"
@@ -434,22 +446,3 @@ def _all_nodes(items):
         yield node
         stack.extend(child for _, child in node.children())
 
-
-def _promoted(dtype: Optional[str]) -> Tuple[int, bool]:
-    """``(bits, unsigned)`` of a variable of numpy dtype ``dtype`` after C's integer promotions (types
-    narrower than int become int); an unknown type counts as int."""
-    if dtype in ("int64", "uint64"):
-        return (64, dtype == "uint64")
-    return (32, dtype == "uint32")
-
-
-def _converted(x: Tuple[int, bool], y: Tuple[int, bool]) -> Tuple[int, bool]:
-    """C's usual arithmetic conversions of two promoted integer types (LP64: long holds every unsigned int).
-
-    >>> _converted((32, False), (32, True)), _converted((64, False), (32, True)), _converted((32, False), (64, True))
-    ((32, True), (64, False), (64, True))
-    """
-    if x[1] == y[1]:
-        return (max(x[0], y[0]), x[1])
-    u, s = (x, y) if x[1] else (y, x)
-    return (u[0], True) if u[0] >= s[0] else (s[0], False)

@@ -87,6 +87,18 @@ class _LoopReader:
         step = self.loop_step(node, name, ctx)
         lower = self.pw(lb_node, ctx, "loop bound")
         isl_name = self.iterator_name(name)
+        outer_sym = self.active_iters.get(name)
+        self.active_iters[name] = sym  # the condition and the body read this loop's i (its declared type)
+        try:
+            self.loop_rest(node, ctx, seq, name, isl_name, lower, step)
+        finally:
+            if outer_sym is None:
+                self.active_iters.pop(name, None)
+            else:
+                self.active_iters[name] = outer_sym
+
+    def loop_rest(self, node: c_ast.For, ctx: _Ctx, seq: _Seq, name: str, isl_name: str, lower, step: int) -> None:
+        """The condition and the body of :meth:`for_loop`'s loop, with its iterator ``name`` in scope."""
         inner = _Ctx(ctx.loops + ((name, isl_name),), ctx.conds, ctx.prefix)
         cond = self.formula(node.cond, inner, "loop condition")
         if isl_name not in A.formula_names(cond):

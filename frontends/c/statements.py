@@ -21,7 +21,7 @@ from pycparser import c_ast
 from . import affine as A
 from .accesses import _Access
 from .loops import _Ctx, _Seq
-from .symbols import _dtype, _sym_from_decl
+from .symbols import _dtype, _sym_from_decl, constant_type, promoted
 from .syntax import _c, _Renamer
 
 
@@ -203,7 +203,7 @@ class _StatementReader:
         observed = None
         out: Dict[str, str] = {}
         for c, _ in ctx.loops:
-            sym = self.lookup(c)
+            sym = self.iter_sym(c)
             decl = None if sym is None else sym.decl
             if sym is None or sym.dtype == "int64" or not (isinstance(decl, c_ast.Decl)
                                                             and isinstance(decl.type, c_ast.TypeDecl)):
@@ -217,21 +217,22 @@ class _StatementReader:
         return out
 
     def observes_int_type(self, node: c_ast.Node) -> bool:
-        """Whether an int and a long operand could give different results in ``node``: it has an unsigned
-        operand (a variable, array or cast of unsigned type, a ``u``-suffixed literal) or asks for a size."""
+        """Whether an int and a long operand could give different results in ``node``: it has an operand of
+        unsigned int or unsigned long type after promotion (a variable, array element, cast or constant:
+        ``3000000000u``, ``0x80000000``) or asks for a size."""
         for n in _walk(node):
             if isinstance(n, c_ast.UnaryOp) and n.op in ("sizeof", "_Alignof"):
                 return True
-            if isinstance(n, c_ast.Constant) and n.type.endswith("int") and "u" in n.value.lower():
+            if isinstance(n, c_ast.Constant) and constant_type(n)[1]:
                 return True
             if isinstance(n, c_ast.ID):
-                sym = self.lookup(n.name)
-                if sym is not None and (sym.dtype or "").startswith("uint"):
+                sym = self.iter_sym(n.name)
+                if sym is not None and promoted(sym.dtype)[1]:
                     return True
             if isinstance(n, c_ast.Typename):
                 t = n.type
                 if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType) \
-                        and (_dtype(t.type.names, self.file.typedefs) or "").startswith("uint"):
+                        and promoted(_dtype(t.type.names, self.file.typedefs))[1]:
                     return True
         return False
 

@@ -134,3 +134,56 @@ _MATH = ("sqrt cbrt exp exp2 expm1 log log2 log10 log1p logb pow sin cos tan asi
          "fmin fmax fdim fma hypot erf erfc tgamma lgamma copysign nextafter ldexp scalbn ilogb").split()
 PURE_FUNCTIONS = frozenset([*_MATH, *(f + "f" for f in _MATH), *(f + "l" for f in _MATH),
                             "abs", "labs", "llabs", "isnan", "isinf", "isfinite", "signbit"])
+
+
+def promoted(dtype: Optional[str]) -> Tuple[int, bool]:
+    """``(bits, unsigned)`` of a value of numpy dtype ``dtype`` after C's integer promotions (types narrower
+    than int, unsigned ones too, become int); an unknown type counts as int.
+
+    >>> promoted("uint16"), promoted("uint32"), promoted("int64")
+    ((32, False), (32, True), (64, False))
+    """
+    if dtype in ("int64", "uint64"):
+        return (64, dtype == "uint64")
+    return (32, dtype == "uint32")
+
+
+def converted(x: Tuple[int, bool], y: Tuple[int, bool]) -> Tuple[int, bool]:
+    """C's usual arithmetic conversions of two promoted integer types (LP64: long holds every unsigned int).
+
+    >>> converted((32, False), (32, True)), converted((64, False), (32, True)), converted((32, False), (64, True))
+    ((32, True), (64, False), (64, True))
+    """
+    if x[1] == y[1]:
+        return (max(x[0], y[0]), x[1])
+    u, s = (x, y) if x[1] else (y, x)
+    return (u[0], True) if u[0] >= s[0] else (s[0], False)
+
+
+def constant_type(node: c_ast.Constant) -> Tuple[int, bool]:
+    """``(bits, unsigned)`` of an integer constant as C types it (LP64): its suffix, then the first type
+    its value fits -- int, long for a decimal; int, unsigned int, long, unsigned long for hex and octal.
+    A character constant is an int; anything else (a float) counts as int here.
+
+    >>> from pycparser import c_ast
+    >>> [constant_type(c_ast.Constant(t, v)) for t, v in (("int", "7"), ("int", "0x80000000"),
+    ...  ("int", "3000000000"), ("unsigned int", "5u"), ("char", "'u'"), ("long int", "1l"))]
+    [(32, False), (32, True), (64, False), (32, True), (32, False), (64, False)]
+    """
+    if not node.type.endswith("int"):
+        return (32, False)
+    text = node.value.lower()
+    digits = text.rstrip("ul")
+    suffix = text[len(digits):]
+    try:
+        value = int(digits, 16 if digits.startswith("0x") else 8 if digits.startswith("0") and digits != "0" else 10)
+    except ValueError:
+        value = 0
+    decimal = not digits.startswith("0") or digits == "0"
+    unsigned, wide = "u" in suffix, "l" in suffix
+    for bits, uns in ((32, False), (32, True), (64, False), (64, True)):
+        if (wide and bits == 32) or (unsigned and not uns) or (decimal and uns and not unsigned):
+            continue
+        if value < (1 << (bits - (0 if uns else 1))):
+            return (bits, uns)
+    return (64, True)

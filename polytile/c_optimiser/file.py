@@ -70,7 +70,7 @@ def optimize_regions(path, *, tile: bool = True, parallel: bool = True, fusion: 
                for cs in regions]
     reps = [(r.cscop, r.text) for r in results if r.text is not None]
     out = splice(raw, reps) if reps else raw
-    added = "".join(text for _, text in reps)
+    added = "".join(_generated_part(cs, text) for cs, text in reps)
     if any(needs_threads_prelude(text) for _, text in reps):
         # The parallel loops' thread count (a helper at file scope: regions sit inside functions).
         out = THREADS_PRELUDE.encode() + out
@@ -127,6 +127,18 @@ def optimize_c(path, *, tile: bool = True, parallel: bool = True, fusion: str = 
 
 
 _GENERATED_NAME = re.compile(r"\bpt_\w+")
+
+
+def _generated_part(cs, text: str) -> str:
+    """``text`` (a region's replacement) without what the file itself wrote into it: the statements (and
+    the parts of them register blocks and reductions spell out), hoisted declarations and replayed loop
+    headers.  What remains names only what polytile generated."""
+    own = list(cs.declarations) + [cs.final_values]
+    for st in cs.scop.statements if cs.scop is not None else ():
+        own += [st.c_text or ""] + [p for p in (st.c_update or ()) + (st.c_reduction or ()) if isinstance(p, str)]
+    for piece in sorted((p for p in own if p and len(p) > 2), key=len, reverse=True):
+        text = text.replace(piece, " ")
+    return text
 
 
 def _check_generated_names(path, raw: bytes, added: str, regions) -> None:

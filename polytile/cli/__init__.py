@@ -119,7 +119,7 @@ _OUTPUT_OPTIONS = (("output", "-o"), ("json_out", "--json"), ("plot", "--plot"))
 
 
 #: Options of any command that name files the command reads: no output may be one of them.
-_INPUT_OPTIONS = ("file", "schedule", "schedules", "apply", "hardware")
+_INPUT_OPTIONS = ("file", "schedule", "schedules", "apply", "hardware", "kernel", "measured")
 
 
 def _check_outputs(args) -> None:
@@ -136,9 +136,10 @@ def _check_outputs(args) -> None:
         value = getattr(args, attr, None)
         if isinstance(value, (str, os.PathLike)) and str(value) != "-":
             check_output_path(value, option)
-            if getattr(args, "in_place", None) is not None and attr == "output":
-                continue
+            opt_checks_it = getattr(args, "in_place", None) is not None and attr == "output"
             for x in inputs:
+                if opt_checks_it and x is getattr(args, "file", None):
+                    continue  # opt's own check: its input with --in-place, else a message naming --in-place
                 if same_file(value, x):
                     raise PolytileError(f"cannot write {value} ({option}): it is the input file {x}, which "
                                         f"would be lost; write elsewhere")

@@ -246,6 +246,7 @@ def save(s: Schedule, path) -> None:
         raise ScheduleError(f"cannot save the schedule to {path}: the directory {d} does not exist")
     # Created like any file the user writes (0666 less the umask; mkstemp's are private, 0600),
     # under a fresh name beside the target so the final rename is atomic.
+    text = dumps(s) + "\n"  # before any file exists: an error here leaves nothing behind
     tmp = os.path.join(d, f".sched-{secrets.token_hex(8)}.json")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
@@ -253,7 +254,7 @@ def save(s: Schedule, path) -> None:
         raise ScheduleError(f"cannot save the schedule to {path}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(dumps(s) + "\n")
+            f.write(text)
         os.replace(tmp, target)
     except OSError as e:
         with contextlib.suppress(OSError):
