@@ -11,7 +11,7 @@ import islpy as isl
 
 from ..poly import body as B
 from ..scheduling import Schedule
-from ..scheduling.core import _value_range
+from ..scheduling.core import value_span
 
 ORDERS = ("jki", "kji", "ijk", "jik", "kij", "ikj")  # order of the cache-tile loops, outermost first
 #: Order of the two register-block loops, outer first: ``"ji"`` runs the row blocks innermost (the
@@ -134,11 +134,10 @@ def _roles(s: Schedule, stmt: str) -> Optional[Roles]:
         return None
     ext = {}
     for d, name in s.table[st.name].loops():
-        rng = _value_range([s.table[st.name].map], d)
-        if rng.strip("[]").strip() == "":
+        span = value_span([s.table[st.name].map], d)
+        if span is None:
             return None  # an empty domain (a zero-size loop): nothing to block
-        lo, hi = (int(x) for x in rng.strip("[]").split(","))
-        ext[name] = hi - lo + 1
+        ext[name] = span[1] - span[0] + 1
     j = _columns(st, out_iters, ext)
     # i: the output loop nearest j of those at least ROW_EXTENT long (else the longest), of those some operand does not move with
     # (its element is reused across the block's rows: a batch loop b of A[b, i, k] * X[b, k, j] moves

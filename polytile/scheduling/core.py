@@ -606,20 +606,25 @@ def dim_values(maps: Sequence[isl.Map], dim: int) -> Optional[isl.Set]:
     return vals
 
 
-def _value_range(maps: Sequence[isl.Map], dim: int) -> str:
-    """``[lo, hi]`` of time dimension ``dim`` over all the maps' domains."""
+def value_span(maps: Sequence[isl.Map], dim: int) -> Optional[Tuple[int, int]]:
+    """``(lo, hi)`` of time dimension ``dim`` over all the maps' domains (concrete sizes); None when no
+    point runs.
+
+    >>> value_span([isl.Map("{ S[k] -> [k] : 0 <= k < 32 }")], 0), value_span([isl.Map("{ S[k] -> [k] : 1 = 0 }")], 0)
+    ((0, 31), None)
+    """
     vals = dim_values(maps, dim)
     if vals is None or vals.is_empty():
-        return "[]"
+        return None
     lo = vals.lexmin().sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
     hi = vals.lexmax().sample_point().get_coordinate_val(isl.dim_type.set, 0).to_python()
-    return f"[{lo}, {hi}]"
+    return int(lo), int(hi)
 
 
 def value_bounds(maps: Sequence[isl.Map], dim: int) -> str:
     """``[lo, hi]`` of time dimension ``dim`` over all the maps' domains, as C expressions in the parameters
     where they are not numbers (``[0, nk - 1]``): what a schedule's description prints.  Unlike
-    :func:`_value_range`, which samples a parametric set (``[0, 0]`` at ``nk = 1``).
+    :func:`value_span`, which samples a parametric set (``[0, 0]`` at ``nk = 1``).
 
     >>> value_bounds([isl.Map("[nk] -> { S[k] -> [k] : 0 <= k < nk }")], 0)
     '[0, nk - 1]'

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import IllegalSchedule, ScheduleError
 from ..poly import body as B
-from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Schedule, Step, _value_range
+from .core import PACK, PARALLEL, REGTILE, SIMD, UNROLL, Schedule, Step, value_span
 from .transforms import _loops_in, parallel, reorder, tile, unmark
 
 
@@ -208,8 +208,5 @@ def loop_extent(s: Schedule, stmt: str, loop: str) -> int:
 
     >>> # matmul 64 x 32 @ 32 x 16, program order: loop_extent(s, "S0", "k") == 32
     """
-    span = _value_range([s.table[stmt].map], s.loop_dim(stmt, loop))
-    if span == "[]":
-        return 0  # the statement never runs (an empty domain): its loop has no points
-    lo, hi = (int(x) for x in span.strip("[]").split(","))
-    return hi - lo + 1
+    span = value_span([s.table[stmt].map], s.loop_dim(stmt, loop))
+    return 0 if span is None else span[1] - span[0] + 1  # None: the statement never runs (an empty domain)
