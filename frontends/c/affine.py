@@ -262,7 +262,7 @@ def _truncating(a: Pw, d: int, kind: str) -> Pw:
             out.append((g, Lin.constant(_c_div(l.const, d) if kind == "floor" else _c_mod(l.const, d))))
             continue
         below = Lin.atom(kind, l.scale(-1), d).scale(-1)
-        for g2, r in pw_select(("ge", l), pw(Lin.atom(kind, l, d)), pw(below)):
+        for g2, r in pw_select(ge(l), pw(Lin.atom(kind, l, d)), pw(below)):
             both = conj([g, g2])
             if both != FALSE:
                 out.append((both, r))

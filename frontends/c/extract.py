@@ -40,8 +40,8 @@ from .regions import _File, _Region
 from .scop_build import _ScopBuilder
 from .source import CFrontendError, load, option
 from .statements import _StatementReader, _Stmt
-from .symbols import PURE_FUNCTIONS, _dtype, _is_integer, _Sym, constant_type, converted, promoted
-from .syntax import _assigned_names, _c, _ids
+from .symbols import PURE_FUNCTIONS, _is_integer, _Sym, constant_type, converted, promoted, typename_dtype
+from .syntax import _assigned_names, _c, _ids, _nodes
 
 
 _PREFIX_OPS = ("*", "&", "-", "+", "!", "~", "++", "--")
@@ -190,9 +190,7 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
         if isinstance(node, c_ast.Constant):
             return constant_type(node)
         if isinstance(node, c_ast.Cast):
-            t = node.to_type.type
-            names = t.type.names if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType) else []
-            return promoted(_dtype(names, self.file.typedefs) if names else None)
+            return promoted(typename_dtype(node.to_type, self.file.typedefs))
         if isinstance(node, c_ast.UnaryOp) and node.op in ("-", "+", "~"):
             return self.int_type(node.expr)
         if isinstance(node, c_ast.BinaryOp) and node.op in ("+", "-", "*", "/", "%", "&", "|", "^"):
@@ -249,7 +247,7 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
         """
         # Only loops that assign a variable of the function (for (i = ...)) can leave a value behind; a
         # for (int i = ...) declares its own i, which also hides the function's i inside that loop.
-        assigned = sorted({self._loop_var(n) for n in _all_nodes(self.region.items)
+        assigned = sorted({self._loop_var(n) for n in _nodes(*self.region.items)
                            if isinstance(n, c_ast.For) and isinstance(n.init, c_ast.Assignment)} - {None})
         names = [n for n in assigned if n not in self.declared_here]
         dead = set(self.dead_after(names))
@@ -278,8 +276,8 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
 
         kept = [k for k in (keep(x, frozenset()) for x in self.region.items) if k is not None]
         body = "\n".join(_c(k) if not isinstance(k, c_ast.For) else _c(c_ast.Compound([k])) for k in kept)
-        return f"/* polytile opt: the final values of {', '.join(sorted(live))}, as the original loops leave them */\n" \
-               f"{body}\n"
+        names = ", ".join(sorted(live))
+        return f"/* polytile opt: the final values of {names}, as the original loops leave them */\n{body}\n"
 
     def dead_after(self, scalars: Sequence[str]) -> Tuple[str, ...]:
         """The region's scalars whose value at its end no one can read: declared in the region, or locals
@@ -436,13 +434,3 @@ def file_globals(path, cpp_args: Sequence[str] = ()) -> Tuple[CParam, ...]:
         elif s.kind == "scalar":
             out.append(CParam(s.name, "int" if _is_integer(s.dtype) else "float", s.dtype))
     return tuple(out)
-
-
-def _all_nodes(items):
-    """Every node of the statements ``items`` and below."""
-    stack = list(items)
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(child for _, child in node.children())
-

@@ -21,8 +21,8 @@ from pycparser import c_ast
 from . import affine as A
 from .accesses import _Access
 from .loops import _Ctx, _Seq
-from .symbols import _dtype, _sym_from_decl, constant_type, promoted
-from .syntax import _c, _Renamer
+from .symbols import _sym_from_decl, constant_type, promoted, typename_dtype
+from .syntax import _c, _nodes, _Renamer
 
 
 @dataclass
@@ -220,7 +220,7 @@ class _StatementReader:
         """Whether an int and a long operand could give different results in ``node``: it has an operand of
         unsigned int or unsigned long type after promotion (a variable, array element, cast or constant:
         ``3000000000u``, ``0x80000000``) or asks for a size."""
-        for n in _walk(node):
+        for n in _nodes(node):
             if isinstance(n, c_ast.UnaryOp) and n.op in ("sizeof", "_Alignof"):
                 return True
             if isinstance(n, c_ast.Constant) and constant_type(n)[1]:
@@ -229,11 +229,8 @@ class _StatementReader:
                 sym = self.iter_sym(n.name)
                 if sym is not None and promoted(sym.dtype)[1]:
                     return True
-            if isinstance(n, c_ast.Typename):
-                t = n.type
-                if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType) \
-                        and promoted(_dtype(t.type.names, self.file.typedefs))[1]:
-                    return True
+            if isinstance(n, c_ast.Typename) and promoted(typename_dtype(n, self.file.typedefs))[1]:
+                return True
         return False
 
     def check_chain(self, chain: List[c_ast.Assignment]) -> None:
@@ -298,10 +295,3 @@ class _StatementReader:
         self.stmts.append(_Stmt(name, origin, tuple(v for _, v in ctx.loops), ctx.conds, time, write, reads,
                                 _c(text_node) + ";", _update_text(text_node), tuple(operand_reads),
                                 max(1, _ops(node))))
-
-
-def _walk(node: c_ast.Node):
-    """``node`` and every node below it."""
-    yield node
-    for _, child in node.children():
-        yield from _walk(child)

@@ -136,6 +136,21 @@ PURE_FUNCTIONS = frozenset([*_MATH, *(f + "f" for f in _MATH), *(f + "l" for f i
                             "abs", "labs", "llabs", "isnan", "isinf", "isfinite", "signbit"])
 
 
+def typename_dtype(typename: c_ast.Node, typedefs: Mapping[str, Sequence[str]]) -> Optional[str]:
+    """numpy dtype name of a cast's or ``sizeof``'s type (a ``c_ast.Typename``), None for pointers,
+    arrays and what the frontend does not model.
+
+    >>> from pycparser import c_parser
+    >>> cast = c_parser.CParser().parse("int f(int x) { return (unsigned long)x; }").ext[0].body.block_items[0].expr
+    >>> typename_dtype(cast.to_type, {})
+    'uint64'
+    """
+    t = getattr(typename, "type", None)
+    if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType):
+        return _dtype(t.type.names, typedefs)
+    return None
+
+
 def promoted(dtype: Optional[str]) -> Tuple[int, bool]:
     """``(bits, unsigned)`` of a value of numpy dtype ``dtype`` after C's integer promotions (types narrower
     than int, unsigned ones too, become int); an unknown type counts as int.

@@ -27,6 +27,15 @@ class _Renamer(c_ast.NodeVisitor):
             node.name = self.mapping[node.name]
 
 
+def _nodes(*roots: c_ast.Node):
+    """Every node of the trees ``roots``, roots included."""
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child for _, child in node.children())
+
+
 def _ids(node: c_ast.Node) -> List[c_ast.ID]:
     out: List[c_ast.ID] = []
 
