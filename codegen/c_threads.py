@@ -229,6 +229,10 @@ static int pt_threads(void)
 #endif
 """
 
+#: The helper of :data:`THREADS_PRELUDE` a region calls with its estimated seconds (:func:`expect_call`).
+EXPECT_FUNCTION = "pt_threads_expect"
+
+
 def expect_call(seconds_expr: str) -> str:
     """The statement a region runs before its parallel loops: its estimated seconds, which bound how long
     the first region waits for a runnable neighbour to go away (a no-op without OpenMP).
@@ -236,7 +240,7 @@ def expect_call(seconds_expr: str) -> str:
     >>> expect_call("1e-3 * (double)(n)")
     'pt_threads_expect(1e-3 * (double)(n));'
     """
-    return f"pt_threads_expect({seconds_expr});"
+    return f"{EXPECT_FUNCTION}({seconds_expr});"
 
 
 #: The clause every parallel loop of ``polytile opt`` output carries (with ``-fopenmp``).
@@ -250,7 +254,7 @@ def needs_threads_prelude(text: str) -> bool:
     >>> needs_threads_prelude("pt_threads_expect(0.5); { for (c0 = 0; ...) }"), needs_threads_prelude("{ }")
     (True, False)
     """
-    return THREADS_CLAUSE in text or expect_call("").split("(")[0] + "(" in text
+    return THREADS_CLAUSE in text or EXPECT_FUNCTION + "(" in text
 
 
 #: First in a file that defines :data:`SPREAD_FUNCTION`: ``sched_getcpu`` and ``CPU_CLR`` need it

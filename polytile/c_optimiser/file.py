@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
 
 from ..codegen.c_threads import THREADS_PRELUDE, needs_threads_prelude
-from ..errors import ScheduleError
+from ..errors import ScheduleError, SourceLocation
 from ..frontends.c import CFrontendError
 from ..frontends.c import extract, splice
 from ..scheduling import FUSION, Step
@@ -155,8 +155,11 @@ def _check_generated_names(path, raw: bytes, added: str, regions) -> None:
         return
     text = raw.decode("utf-8", "replace")
     at = re.search(rf"\b{re.escape(clash[0])}\b", text)
-    line = text.count("\n", 0, at.start()) + 1 if at else 0
-    col = at.start() - text.rfind("\n", 0, at.start()) if at else 0
-    where = f"{path}:{line}:{col}: " if at else f"{path}: "
-    raise CFrontendError(f"{where}the file names {', '.join(clash)}, which polytile's generated code defines "
-                         "too (every name it generates begins with pt_); rename it in the file")
+    loc = None
+    if at is not None:  # the file's first mention, shown with a caret like the frontend's own errors
+        start = text.rfind("\n", 0, at.start()) + 1
+        end = text.find("\n", at.start())
+        loc = SourceLocation(str(path), text.count("\n", 0, at.start()) + 1, at.start() - start + 1,
+                             text[start:end if end >= 0 else len(text)])
+    raise CFrontendError(f"the file names {', '.join(clash)}, which polytile's generated code defines too "
+                         "(every name it generates begins with pt_); rename it in the file", loc, "generated name")

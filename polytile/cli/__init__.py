@@ -126,19 +126,19 @@ def _check_outputs(args) -> None:
     """Every output option names a writable file that is not one of the command's inputs: ``polytile
     compile mm.tile -o mm.tile`` replaced the program with its C.  (``opt`` checks its own -o, which
     --in-place may point at the input.)"""
-    inputs = []
+    inputs = []  # (option attribute, path)
     for attr in _INPUT_OPTIONS:
         value = getattr(args, attr, None)
         for v in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(v, (str, os.PathLike)) and os.path.isfile(v):
-                inputs.append(v)
+                inputs.append((attr, v))
     for attr, option in _OUTPUT_OPTIONS:
         value = getattr(args, attr, None)
         if isinstance(value, (str, os.PathLike)) and str(value) != "-":
             check_output_path(value, option)
             opt_checks_it = getattr(args, "in_place", None) is not None and attr == "output"
-            for x in inputs:
-                if opt_checks_it and x is getattr(args, "file", None):
+            for source, x in inputs:
+                if opt_checks_it and source == "file":
                     continue  # opt's own check: its input with --in-place, else a message naming --in-place
                 if same_file(value, x):
                     raise PolytileError(f"cannot write {value} ({option}): it is the input file {x}, which "

@@ -157,7 +157,8 @@ def _opt_output(args) -> Optional[Path]:
         out = src
     elif out is not None and same_file(out, src):
         raise PolytileError(f"-o {out} is the input file: writing it would lose the original loops and their "
-                            f"#pragma scop markers; write elsewhere, or pass --in-place (which keeps a backup, {src}.orig)")
+                            f"#pragma scop markers; write elsewhere, or pass --in-place (which keeps a backup, "
+                            f"{src}.orig)")
     if out is None:
         return None
     if out.is_dir():

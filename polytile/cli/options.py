@@ -21,4 +21,5 @@ def _timing_options(p) -> None:
     """--repeat, --warmup and --seed, as `run` and `compare` take them."""
     p.add_argument("--repeat", type=positive_int, default=10, metavar="N", help="timed runs (default: 10)")
     p.add_argument("--warmup", type=nonnegative_int, default=2, metavar="N", help="untimed runs first (default: 2)")
-    p.add_argument("--seed", type=nonnegative_int, default=0, metavar="S", help="random seed for the inputs (default: 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, metavar="S",
+                   help="random seed for the inputs (default: 0)")
