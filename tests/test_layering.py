@@ -36,6 +36,8 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("config", ("polytile.config",), ("errors", "names")),
     # Available memory, checked before allocating (stdlib only).
     ("memory", ("polytile.memory",), ()),
+    # Atomic file writes (stdlib only): the kernel cache's and saved schedules'.
+    ("atomicfile", ("polytile.atomicfile",), ()),
     # A wall-clock limit for isl work that cannot be interrupted (a forked child; stdlib only).
     ("deadline", ("polytile.deadline",), ()),
     # The parts of isl union objects as lists (no Python callback inside isl; islpy only).
@@ -56,7 +58,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("deps", ("polytile.deps",), ("poly", "errors", "isl_parts")),
     # The C frontend reads C straight into Scops (its statements keep their C text).
     ("cfrontend", ("polytile.frontends.c",), ("poly", "errors", "names", "ir", "isl_parts")),
-    ("schedule", ("polytile.scheduling",), ("poly", "deps", "errors", "deadline", "isl_parts")),
+    ("schedule", ("polytile.scheduling",), ("poly", "deps", "errors", "deadline", "isl_parts", "atomicfile")),
     # The cost model and the blocked-schedule space use each other (autotile ranks with
     # the model, the model reads tile configurations): one stage, with the steps the autotiler
     # adds around a blocked nest (epilogues).
@@ -66,7 +68,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # with isl, kernels on the roofline with the cost model.
     ("plots", ("polytile.plots",), ("errors", "deadline", "isl_parts", "hardware", "cost")),
     ("codegen", ("polytile.codegen",), ("poly", "schedule", "errors", "names", "dtypes", "deadline", "isl_parts")),
-    ("runtime", ("polytile.runtime",), ("config", "errors", "version")),
+    ("runtime", ("polytile.runtime",), ("config", "errors", "version", "atomicfile")),
     # Measured machine ceilings (an FMA loop, a triad): small C probes built by the runtime.
     ("probe", ("polytile.probe",), ("config", "errors", "runtime")),
     # One specialisation's record and calling it on numpy arrays.

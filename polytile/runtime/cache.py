@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple
 
+from polytile.atomicfile import write_atomic
 from polytile.config import DEFAULT_CFLAGS, debug_log, get_config
 from polytile.errors import CacheError, CacheWarning, CompilerError, ConfigError, PolytileError, ToolchainError
 from polytile.version import __version__
@@ -419,15 +420,7 @@ def _key_lock(fan: Path, key: str) -> Iterator[None]:
 
 
 def _atomic_write_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)  # mkstemp makes 0600; readable by others is harmless
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
+    write_atomic(path, data, mode)  # readable by others is harmless
 
 
 def _atomic_write_text(path: Path, text: str) -> None:

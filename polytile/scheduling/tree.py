@@ -9,16 +9,16 @@ attaches :data:`VIEWS`.  They live here, not in :mod:`.core`, because the tree a
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
-import secrets
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import islpy as isl
 
 from .contract import contractible
+from ..atomicfile import write_atomic
 from ..errors import ScheduleError
 from .core import PARALLEL, REGTILE, SIMD, UNROLL, Schedule, value_bounds
 from .marks import Dim, Local, Mark, Pack, Parallel, Reduction, RegTile, Simd, Unroll, encode
@@ -244,21 +244,10 @@ def save(s: Schedule, path) -> None:
     d = os.path.dirname(target)
     if not os.path.isdir(d):
         raise ScheduleError(f"cannot save the schedule to {path}: the directory {d} does not exist")
-    # Created like any file the user writes (0666 less the umask; mkstemp's are private, 0600),
-    # under a fresh name beside the target so the final rename is atomic.
     text = dumps(s) + "\n"  # before any file exists: an error here leaves nothing behind
-    tmp = os.path.join(d, f".sched-{secrets.token_hex(8)}.json")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        write_atomic(Path(target), text.encode("utf-8"))  # created like any file the user writes
     except OSError as e:
-        raise ScheduleError(f"cannot save the schedule to {path}: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, target)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise ScheduleError(f"cannot save the schedule to {path}: {e.strerror or e}") from None
 
 
