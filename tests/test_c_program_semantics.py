@@ -300,3 +300,77 @@ int main(void) {{
 }}
 """)
     assert original == optimised
+
+
+@pytest.mark.parametrize("ctype", ["unsigned", "int", "long"])
+def test_a_function_called_with_an_empty_size_runs_as_written(tmp_path, ctype):
+    # A function argument that bounds the loops is assumed >= 1 by the schedule and code generation
+    # (tiles of `n - 1`, a peeled first iteration); f(0, ...) crashed at (n - 1) / 32 with an unsigned n.
+    # The optimised code now runs behind a test of that assumption, the original statements elsewhere.
+    original, optimised = outputs(tmp_path, f"""
+#include <stdio.h>
+static void mm({ctype} n, double A[restrict 64][64], double B[restrict 64][64], double C[restrict 64][64]) {{
+#pragma scop
+  for ({ctype} i = 0; i < n; i++)
+    for ({ctype} j = 0; j < n; j++) {{
+      C[i][j] = 0.0;
+      for ({ctype} l = 0; l < n; l++)
+        C[i][j] += A[i][l] * B[l][j];
+    }}
+#pragma endscop
+}}
+static void tri({ctype} n, double A[restrict 64][64], double B[restrict 64]) {{
+  int i, j;
+#pragma scop
+  for (i = 0; i < n; i++)
+    for (j = 0; j <= i; j++)
+      A[i][j] = A[i][j] + B[j] * A[j][i];
+  B[0] = 1.5;
+  for (i = 1; i < n; i++)
+    B[i] = B[i - 1] * 0.5 + A[i][0];
+#pragma endscop
+  printf("i=%d\\n", i);
+}}
+static double A[64][64], B[64][64], C[64][64], D[64];
+static void show(void) {{
+  double t = 0;
+  for (int i = 0; i < 64; i++) {{ t += D[i]; for (int j = 0; j < 64; j++) t += (C[i][j] + A[i][j]) * (i + 1); }}
+  printf("%.17g\\n", t);
+}}
+int main(void) {{
+  for (int i = 0; i < 64; i++) {{ D[i] = i; for (int j = 0; j < 64; j++) {{ A[i][j] = i - j; B[i][j] = i + j; C[i][j] = 7; }} }}
+  mm(0, A, B, C); tri(0, A, D); show();
+  mm(1, A, B, C); tri(1, A, D); show();
+  mm(50, A, B, C); tri(37, A, D); show();
+  return 0;
+}}
+""")
+    assert original == optimised
+    assert original.count("\n") == 6
+    text = (tmp_path / "p.opt.c").read_text()
+    assert text.count("if (n >= 1)\n") == 2
+
+
+def test_no_run_time_test_where_the_code_shows_the_size_is_positive(tmp_path):
+    # An affine guard around the region already says n >= 1: nothing to test at run time.
+    original, optimised = outputs(tmp_path, """
+#include <stdio.h>
+static void f(int n, double A[restrict 100]) {
+  if (n > 0) {
+#pragma scop
+    for (int i = 0; i < n; i++)
+      A[i] = A[i] * 2.0 + 1.0;
+#pragma endscop
+  }
+}
+int main(void) {
+  double A[100];
+  for (int i = 0; i < 100; i++) A[i] = i;
+  f(0, A); f(77, A);
+  double t = 0; for (int i = 0; i < 100; i++) t += A[i] * (i + 1);
+  printf("%.17g\\n", t);
+  return 0;
+}
+""")
+    assert original == optimised
+    assert "if (n >= 1)\n" not in (tmp_path / "p.opt.c").read_text()

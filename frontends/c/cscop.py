@@ -71,6 +71,10 @@ class CScop:
     # C code to run after the generated code: leaves the loop iterators the function may still read at
     # their final values (the generated code binds its own; see _Extractor.final_values)
     final_values: str = ""
+    # C conditions the Scop's context assumes and the code does not show (``n >= 1`` for a function
+    # argument that sizes a loop), and the region's statements as written: see wrap
+    assumptions: Tuple[str, ...] = ()
+    original: str = ""
 
     def wrap(self, code: str) -> str:
         """The replacement for bytes ``[start, end)``: a block with the hoisted declarations, then ``code``.
@@ -78,9 +82,30 @@ class CScop:
         Generated code binds the iterators itself (``const long i = c0;``), so
         only declarations made *inside* the region need to be repeated.  Each
         macro of :attr:`guards` gets an ``#if``/``#error`` pair first: the
-        code was generated for that value only.
+        code was generated for that value only.  Where the context assumes
+        what the program may break (:attr:`assumptions`: a call ``f(0, A)``
+        of a function whose loops run to ``n``), ``code`` runs only where the
+        assumptions hold, and the region's original statements elsewhere.
+
+        >>> print(CScop(None, "k.c", "f", 0, 0, (1, 1), assumptions=("n >= 1",),
+        ...             original="  A[0] = 1;").wrap("  S;"))
+        {
+        if (n >= 1)
+        {
+          S;
+        }
+        else
+        {
+          A[0] = 1;
+        }
+        }
+        <BLANKLINE>
         """
-        body = [f"  {d}" for d in self.declarations] + [code.rstrip("\n")]
+        code = code.rstrip("\n")
+        if self.assumptions:
+            code = (f"if ({' && '.join(self.assumptions)})\n{{\n{code}\n}}\nelse\n{{\n"
+                    f"{self.original.rstrip()}\n}}")
+        body = [f"  {d}" for d in self.declarations] + [code]
         return guard_text(self.guards) + "{\n" + "\n".join(body) + "\n}\n"
 
 
@@ -106,7 +131,7 @@ def splice(source: Union[bytes, str], replacements: Sequence[Tuple[CScop, str]])
     for cs, text in reversed(spans):
         if cs.skipped:
             continue
-        raw = raw[:cs.start] + text.encode("utf-8") + raw[cs.end:]
+        raw = raw[:cs.start] + text.encode("utf-8", "surrogateescape") + raw[cs.end:]
     return raw
 
 
@@ -120,6 +145,9 @@ def show(cscop: CScop) -> str:
     scop = cscop.scop
     if cscop.params:
         lines.append(f"  parameters: {', '.join(cscop.params)}   context: {scop.context}")
+    if cscop.assumptions:
+        lines.append(f"  assumed, tested at run time (else the region runs as written): "
+                     f"{' && '.join(cscop.assumptions)}")
     if cscop.fixed:
         lines.append("  fixed: " + ", ".join(f"{k}={v}" for k, v in sorted(cscop.fixed.items())))
     if cscop.declarations:

@@ -23,6 +23,7 @@ from polytile.poly.scop import Array, Scop, Statement
 from . import affine as A
 from .accesses import _Access
 from .cscop import CScop
+from .regions import _ENDSCOP_LINE, _SCOP_LINE
 from .source import _INT_BODY
 from .statements import _Stmt
 from .syntax import _assigned_names, _ids
@@ -82,7 +83,15 @@ class _ScopBuilder:
                      tuple(self.decls), self.file.signature(self.region.func), tuple(self.notes),
                      guards=self.macro_guards(params), taken=self.file.taken,
                      dead_after=self.dead_after(scalars), scalar_types=self.scalar_types(scalars),
-                     final_values=self.final_values())
+                     final_values=self.final_values(), assumptions=tuple(self.assumed),
+                     original=self.original_text())
+
+    def original_text(self) -> str:
+        """The region's statements as the file wrote them, without its ``#pragma scop``/``endscop`` lines: the
+        code :meth:`CScop.wrap` runs where the context's assumptions do not hold."""
+        raw = self.src.raw[self.region.start:self.region.end].decode("utf-8", "surrogateescape")
+        return "".join(line for line in raw.splitlines(keepends=True)
+                       if not (_SCOP_LINE.match(line) or _ENDSCOP_LINE.match(line)))
 
     def macro_guards(self, params: Sequence[str]) -> Tuple[Tuple[str, int], ...]:
         """Integer macros the region's text reaches (directly or through other macros) whose value the
@@ -147,13 +156,22 @@ class _ScopBuilder:
             raise InternalError(f"C frontend produced isl text that isl rejects ({e}):\n  {text}") from None
 
     def context(self, params: Sequence[str]) -> isl.Set:
+        """The parameters' values the region is optimised for: what the code shows (unsigned types,
+        affine ``if`` guards around the region) and, assumed, ``p >= 1`` for every function argument and
+        macro that sizes it.  The assumptions the shown facts do not imply are kept in ``self.assumed``
+        (C conditions such as ``n >= 1``): the optimised code runs only where they hold
+        (:meth:`CScop.wrap`).
+
+        ``[n] -> { : n >= 1 }`` for ``void f(int n) { ... }``; ``self.assumed == ["n >= 1"]``.
+        """
         parts: List[A.Formula] = []
+        sizes: List[str] = []
         for p in params:
             # Sizes are positive: function arguments, and macros whose own value is (a macro
             # defined as -1 is an offset, not a size).
             origin = self.params_used[p]
             if origin == "param" or (origin == "macro" and self.src.macros.get(p, 1) >= 1):
-                parts.append(A.ge(A.Lin.var(p).add(A.Lin.constant(-1))))
+                sizes.append(p)
             elif (getattr(self.lookup(p), "dtype", None) or "").startswith("uint"):
                 parts.append(A.ge(A.Lin.var(p)))  # an unsigned variable is never negative
         assigned = _assigned_names(self.region.func.body)
@@ -189,7 +207,16 @@ class _ScopBuilder:
             except A.NotAffine:
                 continue
             parts.append(f if positive else A.negate(f))
-        return self.isl(isl.Set, f"{self.hdr}{{ : {A.formula_text(A.conj(parts))} }}")
+        shown = self.isl(isl.Set, f"{self.hdr}{{ : {A.formula_text(A.conj(parts))} }}")
+        context = shown
+        self.assumed = []
+        for p in sizes:
+            # { : p >= 1 }, assumed only where what the code shows does not imply it already
+            size = self.isl(isl.Set, f"{self.hdr}{{ : {p} >= 1 }}")
+            if not shown.is_subset(size):
+                self.assumed.append(f"{p} >= 1")
+            context = context.intersect(size)
+        return context
 
     def access_map(self, tup: str, acc: _Access) -> isl.Map:
         parts = []

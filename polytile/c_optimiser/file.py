@@ -132,8 +132,9 @@ _GENERATED_NAME = re.compile(r"\bpt_\w+")
 def _generated_part(cs, text: str) -> str:
     """``text`` (a region's replacement) without what the file itself wrote into it: the statements (and
     the parts of them register blocks and reductions spell out), hoisted declarations and replayed loop
-    headers.  What remains names only what polytile generated."""
-    own = list(cs.declarations) + [cs.final_values]
+    headers, the original statements run where the context's assumptions fail.  What remains names only what
+    polytile generated."""
+    own = list(cs.declarations) + [cs.final_values, cs.original]
     for st in cs.scop.statements if cs.scop is not None else ():
         own += [st.c_text or ""] + [p for p in (st.c_update or ()) + (st.c_reduction or ()) if isinstance(p, str)]
     for piece in sorted((p for p in own if p and len(p) > 2), key=len, reverse=True):

@@ -160,6 +160,7 @@ def _region_json(args, cs, *, full: bool) -> Dict[str, Any]:
     }
     if full:
         out.update({"bytes": [cs.start, cs.end], "context": str(cs.scop.context) if modelled else None,
+                    "assumptions": list(cs.assumptions),
                     "declarations": list(cs.declarations), "arrays": _arrays_json(cs.scop) if modelled else [],
                     "schedule_map": str(cs.scop.schedule.get_map()) if modelled else None,
                     "notes": list(cs.notes)})
