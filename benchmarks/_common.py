@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from polytile.atomicfile import write_atomic
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -126,9 +127,7 @@ def write_json(path: Path, data: Dict[str, Any]) -> Path:
     """Write ``data`` atomically (a crash never leaves half a results file)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
     return path
 
 

@@ -1,8 +1,10 @@
 """Writing a file atomically: a fresh name beside it, then ``os.replace`` (stdlib only).
 
 A reader sees the old file or the whole new one, never half of one, and a failed write leaves nothing
-behind.  Used by the kernel cache (``runtime/cache.py``, files readable by others: 0644) and by
-``Schedule.save`` (a user's file: created as ``open`` would, 0666 less the umask).
+behind.  Used by the kernel cache (``runtime/cache.py``, files readable by others: 0644), and for the
+files a user names (``Schedule.save``, ``polytile opt -o``/``--in-place``, ``compile -o``, benchmark
+results): written as ``open`` would leave them (an existing file keeps its permissions, a new one gets
+0666 less the umask), but never half-written.
 
     >>> # write_atomic(Path("s.json"), b"{...}")            -> s.json, mode 0666 & ~umask
     >>> # write_atomic(Path("lib.json"), b"{...}", 0o644)   -> lib.json, mode 0644
@@ -16,16 +18,25 @@ from typing import Optional
 
 
 def write_atomic(path: Path, data: bytes, mode: Optional[int] = None) -> None:
-    """Write ``data`` to ``path`` atomically, with permission bits ``mode`` (None: as ``open`` creates a
-    file, 0666 less the umask).  OSError as the system raises it; the temporary file is removed first."""
+    """Write ``data`` to ``path`` atomically, with permission bits ``mode`` (None: as ``open(path, "w")``
+    would leave them: an existing file keeps its own, a new one gets 0666 less the umask; a symlink is
+    followed, so its target is what changes).  OSError as the system raises it; the temporary file is
+    removed first."""
     path = Path(path)
+    keep = None
+    if mode is None:
+        path = Path(os.path.realpath(path)) if os.path.islink(path) else path
+        try:
+            keep = os.stat(path).st_mode & 0o7777
+        except (FileNotFoundError, NotADirectoryError):
+            keep = None
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else 0o600)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
+        if mode is not None or keep is not None:
+            os.chmod(tmp, mode if mode is not None else keep)
         os.replace(tmp, path)
     except BaseException:
         try:

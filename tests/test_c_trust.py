@@ -217,6 +217,43 @@ def test_opt_never_overwrites_its_input(tmp_path, capsys, monkeypatch):
     assert code == 2 and "--in-place" in err
 
 
+def test_opt_writes_its_output_whole_keeping_the_files_mode_and_links(tmp_path, capsys, monkeypatch):
+    # The output is written beside the file and renamed over it: a reader (a build running make) sees
+    # the old file or the new one, never half; --in-place keeps the file's permission bits and, through
+    # a symlink, rewrites the file the link points to, as an editor's save would.
+    src = kernel_file(tmp_path, SPLIT_KERNELS["row_update"])
+    original = src.read_bytes()
+    os.chmod(src, 0o640)
+    link = tmp_path / "link.c"
+    link.symlink_to(src.name)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "opt", "link.c", "--in-place")
+    assert code == 0, err
+    assert link.is_symlink() and b"polytile opt:" in src.read_bytes()
+    assert os.stat(src).st_mode & 0o777 == 0o640
+    assert (tmp_path / "link.c.orig").read_bytes() == original
+    # An existing -o target is replaced whole and keeps its mode; no temporary file is left behind.
+    dest = tmp_path / "out.c"
+    dest.write_bytes(b"old")
+    os.chmod(dest, 0o600)
+    code, out, err = run(capsys, "opt", "link.c.orig", "-o", "out.c")
+    assert code == 0, err
+    assert b"polytile opt:" in dest.read_bytes() and os.stat(dest).st_mode & 0o777 == 0o600
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+    # A write that fails at the last step (a full disk, a read-only directory) leaves the old file.
+    import polytile.atomicfile as atomicfile
+
+    def refused(*a):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomicfile.os, "replace", refused)
+    before = dest.read_bytes()
+    code, out, err = run(capsys, "opt", "link.c.orig", "-o", "out.c", "--no-parallel")
+    assert code == 1 and "cannot write out.c" in err and "No space left" in err, err
+    assert dest.read_bytes() == before
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
 def test_opt_checks_its_output_before_working(tmp_path, capsys, monkeypatch):
     src = kernel_file(tmp_path, SPLIT_KERNELS["row_update"])
 

@@ -36,7 +36,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("config", ("polytile.config",), ("errors", "names")),
     # Available memory, checked before allocating (stdlib only).
     ("memory", ("polytile.memory",), ()),
-    # Atomic file writes (stdlib only): the kernel cache's and saved schedules'.
+    # Atomic file writes (stdlib only): the kernel cache's, saved schedules', the commands' outputs.
     ("atomicfile", ("polytile.atomicfile",), ()),
     # A wall-clock limit for isl work that cannot be interrupted (a forked child; stdlib only).
     ("deadline", ("polytile.deadline",), ()),
@@ -106,7 +106,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     ("cli", ("polytile.cli",), ("examples", "cfrontend", "config", "cost", "deps", "errors", "hardware",
                                 "interpreter", "ir", "isl_parts", "memory", "plots",
                                 "command_inputs", "compare", "c_runner", "executor", "pipeline", "tune", "runtime",
-                                "schedule", "targets", "version")),
+                                "schedule", "targets", "version", "atomicfile")),
 ]
 
 #: The package face (lazy API names) and ``python -m polytile``: they may import anything.

@@ -17,6 +17,7 @@ from .. import targets as targets_mod
 # `run --check` and `compare` judge outputs with the same rules and count flops
 # the same way; they live in polytile.compare (light to import: numpy only).
 from ..compare import COUNT_SCAN_LIMIT, RTOL, Check, check_output, format_table
+from ..atomicfile import write_atomic
 from ..errors import PolytileError
 from . import json_output
 from .inputs import (
@@ -89,7 +90,7 @@ def cmd_compile(args) -> int:
     if args.output:
         out = Path(args.output)
         try:
-            out.write_text(src.text, encoding="utf-8")
+            write_atomic(out, src.text.encode("utf-8"))
         except OSError as exc:
             raise PolytileError(f"cannot write {out}: {exc.strerror or exc}") from None
         # The C went to a file, so stdout is free for the report.

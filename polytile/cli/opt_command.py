@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
+from ..atomicfile import write_atomic
 from ..errors import PolytileError
 from . import json_output
 from .argtypes import arg_type, same_file
@@ -217,7 +218,7 @@ def cmd_opt(args) -> int:
             else:
                 if original is not None:
                     _note(f"{args.file}: the original is kept as {_keep_backup(out_path, original)}")
-                out_path.write_bytes(out)
+                write_atomic(out_path, out)
         except OSError as exc:
             raise PolytileError(f"cannot write {out_path}: {exc.strerror or exc}") from None
     elif not getattr(args, "json", False):

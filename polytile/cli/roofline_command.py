@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..compare import format_table
+from ..atomicfile import write_atomic
 from ..errors import PolytileError
 from .argtypes import arg_type, figure_path, nonnegative_int, positive_int
 from .inputs import DTYPES, UsageError, _header_dim_names, _note, parse_dims, resolve
@@ -222,7 +223,7 @@ def cmd_roofline(args) -> int:
         doc = {"hardware": hw.name, "peak_gflops": peaks, "measured_peak_gflops": args.peak,
                "bandwidth_gbs": bws, "kernels": rows}
         try:
-            Path(args.json_out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+            write_atomic(Path(args.json_out), (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
         except OSError as exc:
             raise PolytileError(f"cannot write {args.json_out}: {exc.strerror or exc}") from None
         print(f"wrote {args.json_out}")
