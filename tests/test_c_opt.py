@@ -602,3 +602,39 @@ int main(void)
     assert 1 <= n <= most
     assert run(POLYTILE_NUM_THREADS="3")[0] == 3
     assert run(OMP_NUM_THREADS="1") == (1, 1)
+
+
+def test_a_version_whose_dependences_cost_too_much_is_left_out(monkeypatch):
+    # floyd-warshall's split version wins (test above); when its dependence analysis is over the isl
+    # operation budget, the region as written is optimised instead and a note says why.
+    from polytile.c_optimiser import strategy
+
+    path = KERNELS / "floyd-warshall.c"
+    scop = extract(path)[0].scop
+    assert strategy.version_deps(scop, 1000) is None
+    assert strategy.version_deps(scop) is not None
+    monkeypatch.setattr(strategy, "VERSION_DEPS_OPERATIONS", 1000)
+    out, [res] = optimize_regions(path)
+    assert any("version 'split' not considered: its dependence analysis ran past 1,000 isl operations" in n
+               for n in res.notes), res.notes
+    assert not any(n.startswith("index sets") for n in res.notes) and b"polytile opt:" in out
+    assert not res.timed_out
+
+
+def test_no_further_version_once_the_regions_time_is_spent(monkeypatch):
+    from polytile.c_optimiser import region as region_mod
+
+    monkeypatch.setattr(region_mod, "OPTIONS_SECONDS", 0.0)
+    out, [res] = optimize_regions(KERNELS / "floyd-warshall.c")
+    assert any("version 'split' not considered: the region's choices ran past 0 s" in n for n in res.notes), res.notes
+    assert res.timed_out and b"polytile opt:" in out  # the region as written is still optimised; not cached
+
+
+def test_a_region_whose_dependences_cost_too_much_is_left_as_written(monkeypatch):
+    from polytile.c_optimiser import strategy
+
+    monkeypatch.setattr(strategy, "REGION_DEPS_OPERATIONS", 1000)
+    path = KERNELS / "floyd-warshall.c"
+    out, [res] = optimize_regions(path)
+    assert out == path.read_bytes() and res.text is None
+    assert any("left as written: its dependence analysis ran past 1,000 isl operations" in n for n in res.notes)

@@ -25,7 +25,7 @@ from ..scheduling import PARALLEL, Schedule, Step
 from ..cost.parallel_work import min_parallel_work
 from .machine import CMachine
 from .chains import interleave_chains
-from .strategy import _scop_options, serial_schedule, stride_penalty
+from .strategy import OPTIONS_SECONDS, Budget, _scop_options, serial_schedule, stride_penalty
 from . import team as team_mod
 
 
@@ -200,9 +200,13 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
         max_operations = None
     else:
         # The file's macro values size the work of its loops (the code stays written in the macros).
+        budget = Budget(OPTIONS_SECONDS)
         options = _scop_options(scop, tile=tile, parallel=parallel, fusion=fusion, machine=machine,
                                 notes=res.notes, sizes=cs.macros, scalars=cs.scalars, dead_after=cs.dead_after,
-                                taken=cs.taken, types=cs.scalar_types)
+                                taken=cs.taken, types=cs.scalar_types, budget=budget)
+        res.timed_out = budget.spent
+        if not options:  # its dependences could not be computed within their budget (a note says so)
+            return res
     last_error: Optional[Exception] = None
     deadline = time.monotonic() + CODEGEN_SECONDS
     for use_scop, cands, extra_notes, expansion in options:

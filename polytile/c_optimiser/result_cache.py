@@ -41,7 +41,7 @@ from ..frontends.c.source import check_cpp_args, load
 from ..runtime.json_cache import json_get, json_path, json_put
 from ..scheduling import Step
 from ..version import __version__, code_fingerprint
-from . import region, tiling
+from . import region, strategy, tiling
 from .machine import CMachine
 from .region import RegionResult
 
@@ -99,7 +99,9 @@ def key_for(path, raw: bytes, cpp_args: Sequence[str], *, machine: CMachine, ste
         "tunables": {"VECTOR_TILE": tiling.VECTOR_TILE, "MAX_CODEGEN_OPERATIONS": region.MAX_CODEGEN_OPERATIONS,
                      "CODEGEN_SECONDS": region.CODEGEN_SECONDS,
                      "CODEGEN_ATTEMPT_SECONDS": region.CODEGEN_ATTEMPT_SECONDS,
-                     "CODEGEN_MIN_SECONDS": region.CODEGEN_MIN_SECONDS},
+                     "CODEGEN_MIN_SECONDS": region.CODEGEN_MIN_SECONDS,
+                     "REGION_DEPS_OPERATIONS": strategy.REGION_DEPS_OPERATIONS,
+                     "VERSION_DEPS_OPERATIONS": strategy.VERSION_DEPS_OPERATIONS},
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode("utf-8")).hexdigest()
 

@@ -11,12 +11,20 @@ register block, extra passes over the largest arrays and loops around the
 parallel loop, in that order (the cost
 model's terms, largest first); versions by :func:`stride_penalty` and
 :func:`simd_penalty`.
+
+The search is bounded: the dependence analysis of the region gets
+:data:`REGION_DEPS_OPERATIONS` isl operations (past them it is left as
+written), that of each other version :data:`VERSION_DEPS_OPERATIONS`, and no
+further version is considered once the region's :class:`Budget` is spent.
 """
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from typing import Any, List, Mapping, Optional, Sequence, Tuple
+
+import islpy as isl
 
 from .. import deps as deps_mod
 from ..poly.scop import Scop
@@ -245,6 +253,65 @@ def _candidates(scop, deps, *, tile: bool, parallel: bool, fusion: str, machine:
         yield from gen
 
 
+#: isl operations (about three million a second) the dependence analysis of one extra version of a region
+#: may take: its index sets split, its reductions reordered or its scalars expanded.  A version past it is not
+#: considered (a fuzzed 37x37 region: as written 1.4 s, split into 18 statements 38 s).  Counted by isl, so the
+#: choice does not depend on the machine's speed or load.
+VERSION_DEPS_OPERATIONS = 20_000_000
+
+#: isl operations the dependence analysis of the region as written may take (about 100 s): past it the region
+#: is left as written (nothing could be shown legal).
+REGION_DEPS_OPERATIONS = 300_000_000
+
+#: Wall-clock seconds of a region's choices (dependences, isl's schedules, the candidates' checks) after which
+#: no further version is considered; code generation has its own budget (region.CODEGEN_SECONDS).
+OPTIONS_SECONDS = 45.0
+
+
+@dataclasses.dataclass
+class Budget:
+    """The wall-clock budget of one region's choices: ``seconds`` from now.  ``spent`` records that a version
+    was left out for it (the result then depends on the machine's load).
+
+    >>> b = Budget(60.0); b.over(), b.spent
+    (False, False)
+    """
+
+    seconds: float
+    spent: bool = False
+
+    def __post_init__(self) -> None:
+        self.deadline = time.monotonic() + self.seconds
+
+    def over(self) -> bool:
+        if time.monotonic() > self.deadline:
+            self.spent = True
+        return self.spent
+
+
+def version_deps(scop: Scop, max_operations: Optional[int] = None) -> Optional[deps_mod.Dependences]:
+    """The dependences of ``scop`` (a version of a region) within ``max_operations`` isl operations (default
+    :data:`VERSION_DEPS_OPERATIONS`); None past them.
+
+    >>> # version_deps(split_version) -> Dependences, or None when isl gave up
+    """
+    if max_operations is None:
+        max_operations = VERSION_DEPS_OPERATIONS
+    ctx = scop.domain.get_ctx()
+    old = ctx.get_max_operations()
+    ctx.set_max_operations(max_operations)
+    ctx.reset_operations()
+    try:
+        return deps_mod.compute(scop)
+    except isl.Error as e:
+        if "maximal number of operations" not in str(e):
+            raise
+        return None
+    finally:
+        ctx.set_max_operations(old)
+        ctx.reset_operations()
+
+
 def in_order(scop: Scop) -> Optional[Scop]:
     """``scop`` with every reduction kept in order (``Store.reduce`` dropped), or None if it has none."""
     if not any(st.is_reduction for st in scop.statements):
@@ -256,7 +323,8 @@ def in_order(scop: Scop) -> Optional[Scop]:
 
 def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, machine: CMachine, notes: List[str],
                   sizes: Optional[Mapping[str, int]] = None, scalars: Sequence[str] = (),
-                  dead_after: Sequence[str] = (), taken=frozenset(), types: Optional[Mapping[str, str]] = None):
+                  dead_after: Sequence[str] = (), taken=frozenset(), types: Optional[Mapping[str, str]] = None,
+                  budget: Optional[Budget] = None):
     """``[(scop, candidates, notes, expansion), ...]`` best first, for :func:`optimize_region` to try in turn.
 
     The versions of the region compete: as written, with its index sets
@@ -272,8 +340,10 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, machin
     competes only if its first candidate has fewer strided hot loops than
     every other version, or as few and fewer hot statements without a
     parallel loop: an expansion costs memory and must buy a loop order, a
-    vector loop or a parallel loop.
+    vector loop or a parallel loop.  Every version but the first is bounded
+    (:func:`version_deps`, and ``budget``: none is considered once it is spent).
     """
+    budget = budget if budget is not None else Budget(OPTIONS_SECONDS)
     strict = in_order(scop)
     bases = [(strict, "")] if strict is not None else []
     bases.append((scop, "reassociated " if strict is not None else ""))
@@ -285,11 +355,22 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, machin
         if split is not None:
             versions = [(base, []), (split, extra)]
         for version, vnotes in versions:
+            what = label + ("split" if version is not base else "as written")
+            if options:
+                dependences = None if budget.over() else version_deps(version)
+                if dependences is None:
+                    notes.append(_left_out(what, budget))
+                    continue
+            else:
+                dependences = version_deps(version, REGION_DEPS_OPERATIONS)
+                if dependences is None:
+                    notes.append(f"left as written: its dependence analysis ran past {REGION_DEPS_OPERATIONS:,} "
+                                 "isl operations")
+                    return []
             local: List[str] = []
-            cands = _candidates(version, deps_mod.compute(version), tile=tile, parallel=parallel, fusion=fusion,
+            cands = _candidates(version, dependences, tile=tile, parallel=parallel, fusion=fusion,
                                 machine=machine, notes=local, sizes=sizes)
             first = next(cands)
-            what = label + ("split" if version is not base else "as written")
             score = stride_penalty(first[0])
             if label:
                 # Reassociation pays only through loops it lets the compiler vectorise; freed of
@@ -298,8 +379,8 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, machin
                 score = max(score, simd_penalty(first[0]))
             options.append((score, len(options), what, version, itertools.chain([first], cands), vnotes + local,
                             None, serial_penalty(first[0])))
-    expanded = _expanded_option(scop, options, scalars, dead_after, taken, types, tile=tile, parallel=parallel,
-                                fusion=fusion, machine=machine, sizes=sizes)
+    expanded = _expanded_option(scop, options, scalars, dead_after, taken, types, budget, notes, tile=tile,
+                                parallel=parallel, fusion=fusion, machine=machine, sizes=sizes)
     if expanded is not None:
         options.append(expanded)
     options.sort(key=lambda o: o[:2])
@@ -309,7 +390,13 @@ def _scop_options(scop: Scop, *, tile: bool, parallel: bool, fusion: str, machin
     return [(o[3], o[4], o[5], o[6]) for o in options]
 
 
-def _expanded_option(scop: Scop, options, scalars, dead_after, taken, types, **kw):
+def _left_out(what: str, budget: Budget) -> str:
+    why = (f"the region's choices ran past {budget.seconds:g} s" if budget.spent else
+           f"its dependence analysis ran past {VERSION_DEPS_OPERATIONS:,} isl operations")
+    return f"version {what!r} not considered: {why}"
+
+
+def _expanded_option(scop: Scop, options, scalars, dead_after, taken, types, budget: Budget, notes: List[str], **kw):
     """The option of :func:`_scop_options` with the region's scalars expanded, when it beats every other
     (its score then sorts it first); None otherwise.  Reductions marked for reassociation keep their
     order: the expansion is made of the in-order version (reordering is the other options'
@@ -319,12 +406,16 @@ def _expanded_option(scop: Scop, options, scalars, dead_after, taken, types, **k
     ex = expand_scalars(in_order(scop) or scop, scalars, dead_after, taken, types)
     if ex is None:
         return None
+    dependences = None if budget.over() else version_deps(ex.scop)
+    if dependences is None:
+        notes.append(_left_out("scalars expanded", budget))
+        return None
     local: List[str] = []
-    cands = _candidates(ex.scop, deps_mod.compute(ex.scop), notes=local, **kw)
+    cands = _candidates(ex.scop, dependences, notes=local, **kw)
     first = next(cands)
     stride, serial = stride_penalty(first[0]), serial_penalty(first[0])
     best = min(options, key=lambda o: o[:2])
     if (stride, serial) >= (best[0], best[7]):
         return None
-    notes = list(ex.notes) + local
-    return (stride, -1, "scalars expanded", ex.scop, itertools.chain([first], cands), notes, ex, serial)
+    return (stride, -1, "scalars expanded", ex.scop, itertools.chain([first], cands), list(ex.notes) + local, ex,
+            serial)
