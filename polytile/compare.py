@@ -519,12 +519,16 @@ class CompareResult:
 # ---------------------------------------------------------------------------
 
 
-def _shapes_and_dtypes(program, shapes, dtypes) -> Tuple[Tuple[Tuple[int, ...], ...], Tuple[str, ...]]:
+def _shapes_and_dtypes(program, shapes, dtypes) -> Tuple[Tuple[Tuple[int, ...], ...], Tuple[str, ...], Dict[str, int]]:
+    """Input shapes and dtypes, and the values of size inputs given with the dimension sizes (``D=3``)."""
     from . import pipeline
 
+    sizes: Dict[str, int] = {}
     if isinstance(shapes, str) or (isinstance(shapes, Mapping) and all(
             isinstance(v, (int, np.integer)) for v in shapes.values())):
-        in_shapes = pipeline.shapes_from_dims(program, pipeline.parse_dims(shapes))
+        dims = pipeline.parse_dims(shapes)
+        in_shapes = pipeline.shapes_from_dims(program, dims)
+        sizes = pipeline.size_values(program, dims)
     elif isinstance(shapes, Mapping):  # per-input shapes by name
         in_shapes = pipeline.shapes_from_dims(program, {}, shapes)
     else:
@@ -533,18 +537,34 @@ def _shapes_and_dtypes(program, shapes, dtypes) -> Tuple[Tuple[Tuple[int, ...], 
     if len(in_shapes) != n:
         raise PolytileError(f"{len(in_shapes)} shape(s) for {n} input(s) ({', '.join(program.input_names)})")
     if dtypes is None or isinstance(dtypes, (str, np.dtype, type)):
-        dts = tuple(np.dtype(dtypes or "float32").name for _ in range(n))
+        one = np.dtype(dtypes or "float32").name
+        # A size input is an integer (int32, as PlaidML types an Integer) whatever the arrays' one dtype.
+        sized = set(pipeline.size_inputs(program)) if one[0] not in "iu" else set()
+        dts = tuple("int32" if name in sized else one for name in program.input_names)
     else:
         dts = tuple(np.dtype(d).name for d in dtypes)
     if len(dts) != n:
         raise PolytileError(f"{len(dts)} dtype(s) for {n} input(s) ({', '.join(program.input_names)})")
-    return in_shapes, dts
+    return in_shapes, dts, sizes
+
+
+def with_size_values(program, arrays: Sequence[np.ndarray], sizes: Mapping[str, int]) -> List[np.ndarray]:
+    """``arrays`` (one per input of ``program``) with each size input named in ``sizes`` holding its value (a
+    0-d array of its dtype) instead of a random number.
+
+    >>> from polytile.pipeline import load_program
+    >>> p = load_program("function (A[N], D) -> (B) { B[i : D] = +(A[i]); }")
+    >>> with_size_values(p, [np.zeros(4), np.array(7, np.int32)], {"D": 3})[1]
+    array(3, dtype=int32)
+    """
+    return [np.array(sizes[n], dtype=a.dtype) if n in sizes else a for n, a in zip(program.input_names, arrays)]
 
 
 def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, warmup: int = 2,
             inputs: str = "int", seed: int = 0, positive: bool = False, arrays: Optional[Sequence] = None,
             check: bool = True, progress: Optional[Callable[[str], None]] = None,
-            extra_provenance: Optional[Mapping[str, Any]] = None, executor=None) -> CompareResult:
+            extra_provenance: Optional[Mapping[str, Any]] = None, executor=None,
+            sizes: Optional[Mapping[str, int]] = None) -> CompareResult:
     """Check, run and time each candidate schedule of ``program`` for one input signature.
 
     ``program`` is Tile text, a path or a Program; ``shapes`` the input
@@ -555,6 +575,9 @@ def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, 
     ``(name, schedule)`` pairs, in the order to report them; default: the
     default schedule alone.  Inputs are random (``inputs="int"``: integers in
     [-4, 4], exact in every dtype; ``"normal"``) unless ``arrays`` gives them.
+    A size input (``function (A[N], D) -> ...`` with ``D`` used as a size)
+    takes its value from the dimension sizes (``"N=64,D=3"``), from
+    ``sizes`` or from ``arrays``.
     ``progress`` receives a line before each candidate's slow parts.
     ``executor`` (:mod:`polytile.executor`: None for this process,
     ``"local:N"``, a scheduler address or an Executor) builds, checks and times
@@ -572,18 +595,20 @@ def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, 
         raise PolytileError(f"repeat must be >= 1 and warmup >= 0 (got repeat={repeat}, warmup={warmup})")
     say = progress or (lambda _text: None)
     prog = pipeline.load_program(program)
-    in_shapes, dts = _shapes_and_dtypes(prog, shapes, dtypes)
+    in_shapes, dts, given_sizes = _shapes_and_dtypes(prog, shapes, dtypes)
     cands = _as_candidates(candidates)
     if arrays is None:
-        arrays = random_inputs(in_shapes, dts, inputs, seed, positive)
+        arrays = with_size_values(prog, random_inputs(in_shapes, dts, inputs, seed, positive),
+                                  {**given_sizes, **(sizes or {})})
         input_text = f"{inputs} (seed {seed}{', positive' if positive else ''})"
     else:
         arrays = [np.asarray(a) for a in arrays]
         input_text = "given by the caller"
+    sizes = reference_mod.constants(prog, arrays)  # the size inputs' values: every kernel is specialised on them
 
     # What compile does by default for these sizes: the "default" candidate, and the
     # source of the dims and flop count (the same for every schedule).
-    base_spec = pipeline.specialize(prog, in_shapes, dts, pipeline.Options.make("openmp"), build=False)
+    base_spec = pipeline.specialize(prog, in_shapes, dts, pipeline.Options.make("openmp"), build=False, sizes=sizes)
     flops = count_flops(base_spec)
     plain_schedule = None  # program order + auto_parallel: what callable candidates transform (built once)
 
@@ -613,7 +638,7 @@ def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, 
                 steps = recipe(cand.spec)
             row.steps = [s.to_json() for s in steps]
             kernel = kernel_mod.compile(prog, schedule=steps)
-            spec = kernel.specialize_shapes(in_shapes, dts, build=False)
+            spec = kernel.specialize_shapes(in_shapes, dts, build=False, sizes=sizes)
             spec.schedule.check(f"schedule {cand.name!r}")  # the marks too, whatever made them
             row.legal = True
             row.schedule = spec.schedule.describe()

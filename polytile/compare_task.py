@@ -31,12 +31,14 @@ def measure_candidate(program, shapes, dtypes, steps, arrays, refs, repeat: int,
     from . import pipeline
     from .executor import worker_host
     from .hardware import host_fingerprint
+    from .interpreter import constants
 
     out: Dict[str, Any] = {"check": "-", "reason": "", "max_abs_err": None, "times": [],
                            "worker": worker_host()["worker"], "kind": host_fingerprint()}
     try:
         kernel = kernel_mod.compile(program, schedule=pipeline.schedule_steps(list(steps)))
-        spec = kernel.specialize_shapes(shapes, dtypes, build=True)
+        # Size inputs' values are in the arrays: the kernel is specialised on them.
+        spec = kernel.specialize_shapes(shapes, dtypes, build=True, sizes=constants(kernel.program, arrays))
     except PolytileError as exc:  # a failed build: reported in its row, the others still measured
         out["check"], out["reason"] = "error", _reason(exc)
         return out

@@ -27,7 +27,7 @@ from .poly.tile import lower as lower_to_scop
 from . import scheduling as sched_mod
 from .scheduling import Schedule
 from .scheduling.saved import replay, schedule_steps  # noqa: F401  (replay: API)
-from .program import SourceLike, load_program, parse_dims, shapes_from_dims  # noqa: F401  (the API names)
+from .program import SourceLike, load_program, parse_dims, shapes_from_dims, size_inputs, size_values  # noqa: F401  (the API names)
 from .specialization import Specialization, run_scop, run_specialization  # noqa: F401  (the API names)
 from .codegen.c import generate as generate_c
 from . import runtime, targets
@@ -71,7 +71,8 @@ def schedule(source: SourceLike, dims=None, *, shapes=None, dtypes=None, fusion:
              min_parallel_work: Optional[int] = 0) -> Schedule:
     """A schedule for these sizes, ready to transform: program order (or isl's, with
     ``fusion``) with outermost parallel loops; with ``hardware="host"`` (or another
-    descriptor) the autotiled schedule ``polytile.compile`` uses by default.
+    descriptor) the autotiled schedule ``polytile.compile`` uses by default.  A size input
+    (``function (A[N], D) -> ...`` with ``D`` used as a size) takes its value from ``dims`` too.
 
     Every parallel loop is kept (``min_parallel_work=0``): ``polytile.compile``'s default
     schedule then leaves the loops too small for a parallel region serial (``unmark`` steps);
@@ -83,13 +84,14 @@ def schedule(source: SourceLike, dims=None, *, shapes=None, dtypes=None, fusion:
     >>> k = compile("examples/matmul.tile", schedule=s)
     """
     prog = load_program(source)
-    in_shapes = shapes_from_dims(prog, parse_dims(dims), shapes)
+    sizes = parse_dims(dims)
+    in_shapes = shapes_from_dims(prog, sizes, shapes)
     if isinstance(dtypes, str):  # one dtype for every input
         dtypes = [dtypes] * len(in_shapes)
     dts = tuple(np.dtype(d).name for d in (dtypes or ["float32"] * len(in_shapes)))
     opts = Options.make("openmp", fusion=fusion, parallel=parallel, schedule=steps, hardware=hardware,
                         min_parallel_work=min_parallel_work)
-    spec = specialize(prog, in_shapes, dts, opts, build=False)
+    spec = specialize(prog, in_shapes, dts, opts, build=False, sizes=size_values(prog, sizes))
     meta = (("program", str(prog)), ("shapes", [list(x) for x in in_shapes]), ("dtypes", list(dts)))
     return spec.schedule.with_(meta=meta)
 

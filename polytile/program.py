@@ -1,5 +1,5 @@
 """Reading a Tile program and its sizes: text or path -> a checked :class:`~polytile.ir.Program`,
-``--dims`` text -> sizes, sizes -> input shapes.
+``--dims`` text -> sizes, sizes -> input shapes (and the values of size inputs).
 
     >>> p = load_program("function (A[M, K]) -> (B) { B = A * 2; }")
     >>> shapes_from_dims(p, parse_dims("M=2,K=3"))
@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 from typing import Dict, Mapping, Optional, Sequence, Tuple, Union
 
-from . import ir, sema
-from .errors import MissingFileError, OptionError, PolytileError, TileSyntaxError, recursion_room
+from . import desugar, ir, sema
+from .errors import MissingFileError, OptionError, PolytileError, ShapeError, TileSyntaxError, recursion_room
 from .frontends.tile import parse, parse_file
 
 SourceLike = Union[str, os.PathLike, ir.Program]
@@ -85,12 +85,19 @@ def shapes_from_dims(program: ir.Program, dims: Mapping[str, int],
     """
     shapes = dict(shapes or {})
     out = []
+    sized = None
     for inp in program.inputs:
         if inp.name in shapes:
             out.append(tuple(int(s) for s in shapes[inp.name]))
             continue
         if inp.dims is None:
-            raise PolytileError(f"input {inp.name} has no declared dimensions: give its shape, e.g. --shape {inp.name}=4x5")
+            sized = size_inputs(program) if sized is None else sized
+            if inp.name in sized and inp.name in dims:
+                out.append(())  # a size input: one integer, its value in dims (see size_values)
+                continue
+            if inp.name in sized:
+                raise ShapeError(f"size input {inp.name} needs a value: add {inp.name}=<size> to --dims")
+            raise ShapeError(f"input {inp.name} has no declared dimensions: give its shape, e.g. --shape {inp.name}=4x5")
         row = []
         for d in inp.dims:
             if isinstance(d, int):
@@ -98,9 +105,28 @@ def shapes_from_dims(program: ir.Program, dims: Mapping[str, int],
             elif d in dims:
                 row.append(int(dims[d]))
             else:
-                raise PolytileError(f"dimension {d} of input {inp.name} has no size: add {d}=<size> to --dims")
+                raise ShapeError(f"dimension {d} of input {inp.name} has no size: add {d}=<size> to --dims")
         out.append(tuple(row))
     return tuple(out)
+
+
+def size_inputs(program: ir.Program) -> Tuple[str, ...]:
+    """The program's *size inputs*: inputs declared without dimensions whose integer value is used as a size.
+
+    >>> size_inputs(load_program("function (A[N], D) -> (B) { B[i : D] = +(A[i]); }"))
+    ('D',)
+    """
+    return desugar.size_inputs(desugar.normalize(program))
+
+
+def size_values(program: ir.Program, dims: Mapping[str, int]) -> Dict[str, int]:
+    """The values ``dims`` gives the program's size inputs (a size input is sized like a dimension:
+    ``D=3``); a kernel is specialised on them (``Kernel.specialize_shapes(..., sizes=...)``).
+
+    >>> size_values(load_program("function (A[N], D) -> (B) { B[i : D] = +(A[i]); }"), {"N": 8, "D": 3})
+    {'D': 3}
+    """
+    return {n: int(dims[n]) for n in size_inputs(program) if n in dims}
 
 
 def parse_dims(text) -> Dict[str, int]:

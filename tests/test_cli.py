@@ -753,3 +753,55 @@ def test_python_m_polytile_errors(tmp_path):
     assert f"{f}:2:10: error:" in r.stderr and "Traceback" not in r.stderr
     r = _python_m("compile", "examples/matmul.tile", "--dims", "M=abc")
     assert r.returncode == 2 and "argument --dims" in r.stderr
+
+
+# ---------------------------------------------------------------------------
+# Size inputs: an input without dimensions used as a size takes its value from --dims
+# ---------------------------------------------------------------------------
+
+SIZED = "function (A[N], D) -> (B) {\n  B[i : D] = +(A[i + 1]);\n}\n"
+
+
+def test_a_size_input_takes_its_value_from_dims(tmp_path, capsys):
+    # `function (A[N], D)` with D used as a size: before, `run` asked for --shape D=..., and then for a value
+    # no option could give.
+    src = tmp_path / "sized.tile"
+    src.write_text(SIZED)
+    code, out, err = run_cli(capsys, "run", src, "--dims", "N=8,D=5", "--check", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["check"]["ok"] and doc["outputs"][0]["shape"] == [5]
+    assert doc["inputs"][1] == {"name": "D", "shape": [], "dtype": "int32"} and doc["dims"]["D"] == 5
+    code, out, err = run_cli(capsys, "run", src, "--dims", "N=8,D=3", "--dtype", "float64")
+    assert code == 0 and "D int32 = 3 (a size)" in out, out + err
+    code, out, err = run_cli(capsys, "compile", src, "--dims", "N=8,D=6")
+    assert code == 0 and "B: output float32[6]" in out + err, out + err
+    for command in ("schedule", "compare", "deps"):
+        code, out, err = run_cli(capsys, command, src, "--dims", "N=8,D=3")
+        assert code == 0 and "Traceback" not in err, (command, err)
+    assert "S0[i] -> [(i)] : 0 <= i <= 2" in run_cli(capsys, "schedule", src, "--dims", "N=8,D=3")[1]
+
+
+def test_size_input_mistakes_are_usage_errors(tmp_path, capsys):
+    src = tmp_path / "sized.tile"
+    src.write_text(SIZED)
+    code, out, err = run_cli(capsys, "run", src, "--dims", "N=8")
+    assert code == 1 and "size input D of" in err and "pass --dims D=<size>" in err, err
+    code, out, err = run_cli(capsys, "run", src, "--dims", "N=8", "--shape", "D=scalar")
+    assert code == 2 and "D is a size input" in err and "--dims D=<size>" in err, err
+    code, out, err = run_cli(capsys, "run", src, "--dims", "N=8,D=3", "--dtypes", "D=float32")
+    assert code == 2 and "D is a size input, an integer" in err, err
+
+
+def test_the_api_takes_size_inputs_with_the_dims(tmp_path):
+    from polytile import compare as compare_mod
+
+    src = tmp_path / "sized.tile"
+    src.write_text(SIZED)
+    assert polytile.schedule(src, dims="N=8,D=3").scop.statement("S0").domain.count_val().to_python() == 3
+    result = compare_mod.compare(src, "N=8,D=4")
+    assert result.rows[0].check == "ok" and result.provenance["dims"]["D"] == 4
+    result = compare_mod.compare(src, {"A": (8,), "D": ()}, sizes={"D": 2})
+    assert result.rows[0].check == "ok" and result.provenance["dims"]["D"] == 2
+    with pytest.raises(polytile.ShapeError, match="size input D needs a value"):
+        polytile.schedule(src, dims="N=8")

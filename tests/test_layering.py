@@ -52,7 +52,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # Semantic checks and binding; elemwise is their typed evaluator.
     ("sema", ("polytile.sema", "polytile.elemwise"), ("ir", "errors", "desugar", "dtypes")),
     # Reading a program and its sizes (text or path -> checked Program; --dims -> shapes).
-    ("program", ("polytile.program",), ("ir", "errors", "sema", "frontends")),
+    ("program", ("polytile.program",), ("ir", "errors", "sema", "desugar", "frontends")),
     ("interpreter", ("polytile.interpreter",), ("ir", "errors", "sema", "desugar", "dtypes", "memory")),
     ("poly", ("polytile.poly",), ("ir", "errors", "sema", "names", "desugar", "dtypes", "deadline", "isl_parts")),
     ("deps", ("polytile.deps",), ("poly", "errors", "isl_parts")),

@@ -345,3 +345,19 @@ def test_the_search_starts_no_batch_that_would_end_past_its_budget():
     assert s.stop()                # past the deadline
     s.deadline, s.trials, s.max_trials = time.perf_counter() + 10.0, [object()], 1
     assert s.stop()                # out of trials
+
+
+def test_a_program_with_a_size_input_tunes_at_its_value(rng):
+    # D sizes the output's rows (C[i, j : D, N]); its value comes with the dims and is part of what is tuned.
+    src = "function (A[M, K], B[K, N], D) -> (C) { C[i, j : D, N] = +(A[i, k] * B[k, j]); }"
+    r = T.tune(src, "M=40,K=16,N=24,D=20", cache=False, **QUICK)
+    assert r.trials and all(t.ok for t in r.trials), [t.error for t in r.trials]
+    assert r.flops == 2 * 20 * 24 * 16
+    doc = r.to_json()
+    assert doc["inputs"]["D"] == {"shape": [], "dtype": "int32", "value": 20}
+    again = T.TuneResult.from_json(doc)  # replays the best steps at D = 20
+    assert [s.to_json() for s in again.best.steps] == [s.to_json() for s in r.best.steps]
+    A = rng.integers(-3, 4, size=(40, 16)).astype(np.float32)
+    B = rng.integers(-3, 4, size=(16, 24)).astype(np.float32)
+    got = polytile.compile(src, schedule=r.best)(A, B, 20)
+    np.testing.assert_array_equal(got, polytile.reference(src, A, B, 20))

@@ -276,7 +276,8 @@ def cmd_compare(args) -> int:
         result = compare_mod.compare(target.program, target.shapes, target.dtypes, cands, repeat=args.repeat,
                                      warmup=args.warmup, inputs=args.inputs, seed=args.seed,
                                      positive=target.hints.positive, progress=progress,
-                                     extra_provenance={"file": str(target.path)}, executor=ex)
+                                     extra_provenance={"file": str(target.path)}, executor=ex,
+                                     sizes=target.size_values)
     prov = result.provenance
     machine, cc = prov["machine"], prov["compiler"]
     dims = ", ".join(f"{k}={v}" for k, v in prov["dims"].items()) or "none"

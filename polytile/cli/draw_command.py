@@ -161,12 +161,12 @@ def cmd_draw(args) -> int:
     target = resolve(args, saved=saved)
     shapes = dict(zip(target.program.input_names, target.shapes))
     if args.original:
-        sched = pipeline.schedule(target.program, shapes=shapes, dtypes=list(target.dtypes),
+        sched = pipeline.schedule(target.program, target.size_values, shapes=shapes, dtypes=list(target.dtypes),
                                   steps=compare_mod.base_steps(parallel=False))
     else:
         # The options `polytile schedule` (and compile) would be given: the figure shows that schedule.
         options = compile_options(target, args, saved)
-        sched = pipeline.schedule(target.program, shapes=shapes, dtypes=list(target.dtypes),
+        sched = pipeline.schedule(target.program, target.size_values, shapes=shapes, dtypes=list(target.dtypes),
                                   steps=options.get("schedule"), fusion=options.get("fusion"),
                                   parallel=options.get("parallel", True), hardware=options.get("hardware", "host"))
     dims = ", ".join(f"{k}={v}" for k, v in target.dims.items())

@@ -168,6 +168,8 @@ class Target:
     shapes: Optional[Tuple[Tuple[int, ...], ...]]   # None: no sizes known (only `show` allows that)
     dtypes: Tuple[str, ...]
     dims_source: str                                  # "--dims", "the file", "the schedule", or ""
+    # the values of the program's size inputs (inputs without dimensions used as sizes), from the dims
+    size_values: Dict[str, int] = field(default_factory=dict)
 
 
 def _read_source(path: Path) -> str:
@@ -186,15 +188,21 @@ def _read_source(path: Path) -> str:
         raise PolytileError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _missing_sizes(program, dims: Dict[str, int], shapes: Dict[str, Tuple[int, ...]]) -> Tuple[List[str], List[str]]:
-    """Dimension names without a size and any-rank inputs without a shape, in header order."""
+def _missing_sizes(program, dims: Dict[str, int], shapes: Dict[str, Tuple[int, ...]],
+                   sized: Sequence[str] = ()) -> Tuple[List[str], List[str]]:
+    """Dimension names without a size (size inputs, ``sized``, among them) and any-rank inputs without a shape,
+    in header order."""
     missing_dims: List[str] = []
     missing_shapes: List[str] = []
     for inp in program.inputs:
         if inp.name in shapes:
             continue
         if inp.dims is None:
-            missing_shapes.append(inp.name)
+            if inp.name in sized:
+                if inp.name not in dims:
+                    missing_dims.append(inp.name)
+            else:
+                missing_shapes.append(inp.name)
             continue
         for d in inp.dims:
             if isinstance(d, str) and d not in dims and d not in missing_dims:
@@ -237,16 +245,21 @@ def resolve(args, *, need_sizes: bool = True, saved: Optional["ScheduleFile"] = 
     if unknown:
         raise UsageError(f"--shape names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
                          f"not an input of {path}; the inputs are {', '.join(names)}")
+    sized = pipeline.size_inputs(program)
+    given = [n for n in explicit_shapes if n in sized]
+    if given:
+        raise UsageError(f"{given[0]} is a size input of {path} (one integer, used as a size): give its value "
+                         f"with --dims {given[0]}=<size>, not --shape")
 
     if args.dims:
         dims, shapes, source = explicit_dims, explicit_shapes, "--dims"
-        header = set(_header_dim_names(program))
+        header = set(_header_dim_names(program)) | set(sized)
         extra = [d for d in dims if d not in header]
         if extra:
             # Harmless (maybe a typo, maybe a leftover): say so, but run.
             _note(f"--dims: {', '.join(extra)} {'is' if len(extra) == 1 else 'are'} not a dimension of any input "
                   f"of {path} (header dimensions: {', '.join(sorted(header)) or 'none'}); ignored")
-    elif (hints.dims is not None or hints.shapes) and _missing_sizes(program, {}, explicit_shapes) != ([], []):
+    elif (hints.dims is not None or hints.shapes) and _missing_sizes(program, {}, explicit_shapes, sized) != ([], []):
         # The file's first `// dims:` line (and `// shape:` line) stand in for --dims;
         # explicit --shape values still win over the file's.
         dims = dict(hints.dims or {})
@@ -257,7 +270,7 @@ def resolve(args, *, need_sizes: bool = True, saved: Optional["ScheduleFile"] = 
                               if k not in explicit_shapes)
         where = f"{path}:{hints.dims_line}" if hints.dims is not None else str(path)
         _note(f"no --dims given: using {(text_dims + text_shapes).lstrip(', ')} from {where}")
-    elif saved is not None and saved.shapes is not None and _missing_sizes(program, {}, explicit_shapes) != ([], []):
+    elif saved is not None and saved.shapes is not None and _missing_sizes(program, {}, explicit_shapes, sized) != ([], []):
         if len(saved.shapes) != len(names):
             raise PolytileError(f"{saved.path}: its meta has {len(saved.shapes)} input shape(s) but {path} has "
                                 f"{len(names)} input(s); pass --dims")
@@ -268,31 +281,35 @@ def resolve(args, *, need_sizes: bool = True, saved: Optional["ScheduleFile"] = 
     else:
         dims, shapes, source = {}, explicit_shapes, ""
 
-    missing_dims, missing_shapes = _missing_sizes(program, dims, shapes)
+    missing_dims, missing_shapes = _missing_sizes(program, dims, shapes, sized)
     if missing_dims or missing_shapes:
         if not need_sizes and not dims and not shapes:
             sizes = None  # `show` without any sizes: the program text only
         else:
-            raise PolytileError(_missing_message(path, hints, missing_dims, missing_shapes, source))
+            raise PolytileError(_missing_message(path, hints, missing_dims, missing_shapes, source, sized))
     else:
         sizes = pipeline.shapes_from_dims(program, dims, shapes)
 
     meta_dtypes = saved.dtypes if saved is not None and source == "the schedule" else None
-    dtypes = _dtypes(args, program, meta_dtypes)
+    dtypes = _dtypes(args, program, meta_dtypes, sized)
     if saved is not None and saved.program is not None and saved.program.strip() != str(program).strip():
         _note(f"{saved.path} was saved for a different program text than {path}; its steps are replayed "
               f"and checked on this one")
-    return Target(path, program, hints, dims, sizes, dtypes, source)
+    return Target(path, program, hints, dims, sizes, dtypes, source, pipeline.size_values(program, dims))
 
 
 def _missing_message(path: Path, hints: FileHints, missing_dims: List[str], missing_shapes: List[str],
-                     source: str) -> str:
+                     source: str, sized: Sequence[str] = ()) -> str:
     parts = []
     if missing_dims:
         s = "s" if len(missing_dims) > 1 else ""
         example = ",".join(f"{d}=<size>" for d in missing_dims)
-        parts.append(f"dimension{s} {', '.join(missing_dims)} of {path} need{'' if s else 's'} a size: "
-                     f"pass --dims {example}")
+        inputs = [d for d in missing_dims if d in sized]
+        what = f"dimension{s}" if not inputs else ("size input" if missing_dims == inputs[:1] else
+                                                  "dimensions and size inputs" if len(inputs) < len(missing_dims)
+                                                  else "size inputs")
+        parts.append(f"{what} {', '.join(missing_dims)} of {path} need{'' if s else 's'} a "
+                     f"{'value' if inputs == missing_dims else 'size'}: pass --dims {example}")
     if missing_shapes:
         example = " ".join(f"--shape {n}=<A>x<B>" for n in missing_shapes)
         parts.append(f"input{'s' if len(missing_shapes) > 1 else ''} {', '.join(missing_shapes)} "
@@ -305,8 +322,9 @@ def _missing_message(path: Path, hints: FileHints, missing_dims: List[str], miss
     return msg
 
 
-def _dtypes(args, program, fallback: Optional[Sequence[str]] = None) -> Tuple[str, ...]:
-    """--dtypes per input, else --dtype, else ``fallback`` (a saved schedule's), else float32."""
+def _dtypes(args, program, fallback: Optional[Sequence[str]] = None, sized: Sequence[str] = ()) -> Tuple[str, ...]:
+    """--dtypes per input, else --dtype, else ``fallback`` (a saved schedule's), else float32; a size input
+    (``sized``) is an integer: int32 (as PlaidML types an Integer) unless --dtypes names an integer type."""
     per_input: Dict[str, str] = {}
     for d in args.dtypes or ():
         per_input.update(d)
@@ -315,10 +333,14 @@ def _dtypes(args, program, fallback: Optional[Sequence[str]] = None) -> Tuple[st
     if unknown:
         raise UsageError(f"--dtypes names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
                          f"not an input; the inputs are {', '.join(names) or '(none)'}")
+    floats = [n for n in sized if n in per_input and not per_input[n].startswith("int")]
+    if floats:
+        raise UsageError(f"--dtypes {floats[0]}={per_input[floats[0]]}: {floats[0]} is a size input, an integer")
     if args.dtype is None and fallback is not None and len(fallback) == len(names):
         base = list(fallback)
     else:
         base = [args.dtype or "float32"] * len(names)
+    base = [("int32" if n in sized and not (b or "").startswith("int") else b) for n, b in zip(names, base)]
     return tuple(per_input.get(n, b) for n, b in zip(names, base))
 
 
@@ -331,7 +353,8 @@ def _shape_text(shape: Sequence[int]) -> str:
 
 
 def _signature(target: Target) -> str:
-    return ", ".join(f"{n} {dt}[{_shape_text(s)}]"
+    return ", ".join(f"{n} {dt} = {target.size_values[n]} (a size)" if n in target.size_values else
+                     f"{n} {dt}[{_shape_text(s)}]"
                      for n, s, dt in zip(target.program.input_names, target.shapes, target.dtypes))
 
 
@@ -367,7 +390,7 @@ def _specialize(target: Target, args, *, build: bool, saved: Optional["ScheduleF
 
     kernel = kernel_mod.compile(target.program, target=getattr(args, "target", "openmp"),
                                 **compile_options(target, args, saved))
-    return kernel.specialize_shapes(target.shapes, target.dtypes, build=build)
+    return kernel.specialize_shapes(target.shapes, target.dtypes, build=build, sizes=target.size_values)
 
 
 # ---------------------------------------------------------------------------
@@ -452,8 +475,11 @@ def _saved(args) -> Optional[ScheduleFile]:
 
 def make_inputs(target: Target, kind: str, seed: int) -> List[np.ndarray]:
     """Random inputs for the target's signature (:func:`polytile.compare.random_inputs`; positive ones when
-    the file says ``// inputs: positive``)."""
-    return compare_mod.random_inputs(target.shapes, target.dtypes, kind, seed, target.hints.positive)
+    the file says ``// inputs: positive``); a size input holds its value."""
+    arrays = compare_mod.random_inputs(target.shapes, target.dtypes, kind, seed, target.hints.positive)
+    if not target.size_values:
+        return arrays
+    return compare_mod.with_size_values(target.program, arrays, target.size_values)
 
 
 def check_memory(arrays: Sequence[Tuple[str, Sequence[int], Any]], what: str,
@@ -479,7 +505,8 @@ def check_memory(arrays: Sequence[Tuple[str, Sequence[int], Any]], what: str,
 def _shape_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sizes and types")
     g.add_argument("--dims", action="append", type=arg_type(parse_dims, "dims"), metavar="M=64,N=64",
-                   help="dimension sizes, comma-separated (spaces allowed inside quotes; repeatable). "
+                   help="dimension sizes, comma-separated (spaces allowed inside quotes; repeatable), and the "
+                        "values of size inputs (`function (A[N], D)` with D used as a size: D=3). "
                         "Default: the file's first `// dims:` line")
     g.add_argument("--shape", action="append", type=arg_type(parse_shapes, "shape"), metavar="X=3x4",
                    help="shape of an input declared without dimensions (repeatable; NAME=scalar for rank 0)")

@@ -594,7 +594,7 @@ def cmd_schedule(args) -> int:
     # The options `polytile compile` would be given, so what is shown (and saved) is what compile runs.
     options = compile_options(target, args, saved)
     shapes = dict(zip(target.program.input_names, target.shapes))
-    sched = pipeline.schedule(target.program, shapes=shapes, dtypes=list(target.dtypes),
+    sched = pipeline.schedule(target.program, target.size_values, shapes=shapes, dtypes=list(target.dtypes),
                               steps=options.get("schedule"), fusion=options.get("fusion"),
                               parallel=options.get("parallel", True), hardware=options.get("hardware", "host"),
                               min_parallel_work=options.get("min_parallel_work"))  # compile's: loops too small stay serial

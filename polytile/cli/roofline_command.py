@@ -122,12 +122,12 @@ def _tile_kernels(args, hw) -> List[Any]:
         program = pipeline.load_program(path) if path.is_file() else None
         if program is not None and own is None and shared:
             # --dims is shared by every kernel: give each only the dimensions its inputs have.
-            header = set(_header_dim_names(program))
+            header = set(_header_dim_names(program)) | set(pipeline.size_inputs(program))
             own = {k: v for k, v in shared.items() if k in header} or None
         ns = argparse.Namespace(file=str(path), dims=[own] if own else None, shape=None, dtype=args.dtype, dtypes=None)
         target = resolve(ns)
         shapes = dict(zip(target.program.input_names, target.shapes))
-        sched = pipeline.schedule(target.program, shapes=shapes, dtypes=list(target.dtypes), hardware=hw,
+        sched = pipeline.schedule(target.program, target.size_values, shapes=shapes, dtypes=list(target.dtypes), hardware=hw,
                                   min_parallel_work=None)
         measured = None
         name = _label(path, target.dims, target.shapes)
@@ -135,7 +135,8 @@ def _tile_kernels(args, hw) -> List[Any]:
             _note(f"{name}: compiling, checking and timing ({args.warmup} warm-up, {args.repeat} timed)")
             result = compare_mod.compare(target.program, target.shapes, target.dtypes,
                                          [compare_mod.Candidate("default", sched, "compile's default")],
-                                         repeat=args.repeat, warmup=args.warmup, positive=target.hints.positive)
+                                         repeat=args.repeat, warmup=args.warmup, positive=target.hints.positive,
+                                         sizes=target.size_values)
             row = result.rows[0]
             if row.check != "ok":
                 raise PolytileError(f"{name}: {row.check}: {row.reason}")

@@ -99,8 +99,9 @@ def kernel_point(schedule, hw, *, name: Optional[str] = None, measured_s: Option
         raise PlotError(f"cannot place kernels on {hw.name}: {exc}") from None
     meta = dict(getattr(schedule, "meta", ()) or ())
     dtypes = meta.get("dtypes") or ["float32"]
-    # The widest input type decides the peak (float64 anywhere makes the arithmetic float64).
-    dtype = max(dtypes, key=lambda d: (dtype_bytes(d), str(d)))
+    # The widest input type decides the peak (float64 anywhere makes the arithmetic float64); of equal widths a
+    # float one (an int32 size input beside float32 arrays: the arithmetic is float32).
+    dtype = max(dtypes, key=lambda d: (dtype_bytes(d), str(d).startswith(("float", "bfloat")), str(d)))
     return KernelPoint(name or schedule.scop.name, float(pred.flops), float(pred.traffic.get(hw.dram.name, 0.0)),
                        float(pred.time_s), measured_s, str(dtype), pred.bound)
 

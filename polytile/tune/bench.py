@@ -5,13 +5,13 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from .. import interpreter as reference_mod
 from .. import kernel as kernel_mod, pipeline
-from ..compare import capped_calls, check_output, random_inputs, spread
+from ..compare import capped_calls, check_output, random_inputs, spread, with_size_values
 # Under this name so tests can substitute a fake clock (``_time_runs(call, n)``: the seconds of n calls).
 from ..compare import time_calls as _time_runs
 from ..errors import PolytileError
@@ -60,8 +60,9 @@ class _Bench:
     """The program at fixed inputs: the oracle's answer, and measuring of schedules."""
 
     def __init__(self, program, shapes, dtypes, *, repeat: int, warmup: int, check: bool, cap_s: float,
-                 fake_timer: Optional[int] = None):
+                 fake_timer: Optional[int] = None, sizes: Optional[Mapping[str, int]] = None):
         self.program = program
+        self.sizes = dict(sizes or {})  # the size inputs' values: kernels are specialised on them
         self.fake_timer = fake_timer
         self.shapes = shapes
         self.dtypes = dtypes
@@ -70,14 +71,14 @@ class _Bench:
         self.check = check
         self.cap_s = cap_s
         self.oracle_s = 0.0
-        self.arrays = _make_inputs(shapes, dtypes, 0, positive=False)
+        self.arrays = with_size_values(program, _make_inputs(shapes, dtypes, 0, positive=False), self.sizes)
         self.expected = None
         if check:
             t0 = time.perf_counter()
             self.expected = self._oracle()
             if any(np.issubdtype(w.dtype, np.floating) and np.isnan(w).any() for w in self.expected):
                 # log, sqrt... of signed inputs: use positive ones instead.
-                self.arrays = _make_inputs(shapes, dtypes, 0, positive=True)
+                self.arrays = with_size_values(program, _make_inputs(shapes, dtypes, 0, positive=True), self.sizes)
                 self.expected = self._oracle()
             self.oracle_s = time.perf_counter() - t0
         self._done: Dict[str, _Outcome] = {}
@@ -106,7 +107,7 @@ class _Bench:
     def _measure(self, steps: Sequence[Step]) -> _Outcome:
         try:
             kernel = kernel_mod.compile(self.program, schedule=tuple(steps))
-            spec = kernel.specialize_shapes(self.shapes, self.dtypes)
+            spec = kernel.specialize_shapes(self.shapes, self.dtypes, sizes=self.sizes)
         except PolytileError as e:
             return _Outcome(error=_error_text(e))
         except Exception as e:  # a bug on one candidate must not end the search

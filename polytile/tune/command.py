@@ -129,7 +129,8 @@ def main_tune(args) -> int:
              f", on {where['workers']} Dask worker(s) at {where['address']}"), file=sys.stderr)
     try:
         with ex:
-            result = tune(target.program, shapes=dict(zip(names, target.shapes)), dtypes=list(target.dtypes),
+            result = tune(target.program, target.size_values, shapes=dict(zip(names, target.shapes)),
+                          dtypes=list(target.dtypes),
                           hardware=args.hardware, budget_s=args.budget, max_trials=args.trials, top_k=args.top_k,
                           seed=args.seed, repeat=args.repeat, warmup=args.warmup,
                           progress=not getattr(args, "no_progress", False), cache=not args.no_cache,

@@ -37,11 +37,13 @@ _lock = threading.Lock()
 
 def job_spec(program_text: str, shapes: Sequence[Sequence[int]], dtypes: Sequence[str], *, repeat: int,
              warmup: int, check: bool, cap_s: float, threads: Optional[int] = None,
-             fake_timer: Optional[int] = None) -> Dict[str, Any]:
-    """What every trial of one tuning run shares, as plain data sent with each task (a new ``session``)."""
+             fake_timer: Optional[int] = None, sizes: Optional[Mapping[str, int]] = None) -> Dict[str, Any]:
+    """What every trial of one tuning run shares, as plain data sent with each task (a new ``session``);
+    ``sizes`` are the values of the program's size inputs."""
     return {"session": uuid.uuid4().hex, "program": str(program_text), "shapes": [list(s) for s in shapes],
             "dtypes": list(dtypes), "repeat": int(repeat), "warmup": int(warmup), "check": bool(check),
-            "cap_s": float(cap_s), "threads": threads, "fake_timer": fake_timer}
+            "cap_s": float(cap_s), "threads": threads, "fake_timer": fake_timer,
+            "sizes": {str(k): int(v) for k, v in (sizes or {}).items()}}
 
 
 def _bench_for(job: Mapping[str, Any]) -> Tuple[_Bench, float]:
@@ -53,7 +55,8 @@ def _bench_for(job: Mapping[str, Any]) -> Tuple[_Bench, float]:
             return bench, 0.0
         program = pipeline.load_program(job["program"])
         bench = _Bench(program, [tuple(s) for s in job["shapes"]], tuple(job["dtypes"]), repeat=job["repeat"],
-                       warmup=job["warmup"], check=job["check"], cap_s=job["cap_s"], fake_timer=job["fake_timer"])
+                       warmup=job["warmup"], check=job["check"], cap_s=job["cap_s"], fake_timer=job["fake_timer"],
+                       sizes=job.get("sizes"))
         _benches[job["session"]] = bench
         while len(_benches) > KEEP_SESSIONS:
             _benches.popitem(last=False)

@@ -155,7 +155,8 @@ class TuneResult:
             raise PolytileError(f"not a polytile tune result of format {' or '.join(map(str, READABLE_FORMATS))} "
                                 f"(polytile_tune={data.get('polytile_tune')!r})")
         inputs = data["inputs"]
-        best = pipeline.schedule(data["program"], shapes={n: v["shape"] for n, v in inputs.items()},
+        best = pipeline.schedule(data["program"], {n: v["value"] for n, v in inputs.items() if "value" in v},
+                                 shapes={n: v["shape"] for n, v in inputs.items()},
                                  dtypes=[v["dtype"] for v in inputs.values()], steps=data["best"]["steps"])
         info = {k: v for k, v in data.items()
                 if k not in ("polytile_tune", "key", "flops", "elapsed_s", "baseline_time_s", "best", "trials")}

@@ -95,10 +95,11 @@ class TuneInterrupted(KeyboardInterrupt):
 
 
 def _dtypes_for(program, dtypes, n: int) -> Tuple[str, ...]:
-    if dtypes is None:
-        return tuple("float32" for _ in range(n))
-    if isinstance(dtypes, (str, np.dtype, type)):
-        return tuple(np.dtype(dtypes).name for _ in range(n))
+    if dtypes is None or isinstance(dtypes, (str, np.dtype, type)):
+        one = np.dtype(dtypes or "float32").name
+        # A size input is an integer (int32, as PlaidML types an Integer) whatever the arrays' one dtype.
+        sized = set(pipeline.size_inputs(program)) if one[0] not in "iu" else set()
+        return tuple("int32" if name in sized else one for name in program.input_names)
     if isinstance(dtypes, Mapping):
         return tuple(np.dtype(dtypes.get(name, "float32")).name for name in program.input_names)
     dts = tuple(np.dtype(d).name for d in dtypes)
@@ -178,13 +179,17 @@ def tune(source, dims=None, *, shapes=None, dtypes=None, hardware: Any = "host",
     if max_trials < 0 or top_k < 1 or repeat < 1 or warmup < 0 or (batch is not None and batch < 1):
         raise PolytileError("tune needs max_trials >= 0, top_k >= 1, repeat >= 1, warmup >= 0 and batch >= 1")
     program = pipeline.load_program(source)
-    in_shapes = pipeline.shapes_from_dims(program, pipeline.parse_dims(dims), shapes)
+    dim_sizes = pipeline.parse_dims(dims)
+    in_shapes = pipeline.shapes_from_dims(program, dim_sizes, shapes)
     dts = _dtypes_for(program, dtypes, len(in_shapes))
     hw = hardware_mod.load(hardware)
     if not isinstance(hw, hardware_mod.CPUDescriptor):
         raise PolytileError(f"tuning needs a CPU descriptor (kernels are OpenMP C run here); "
                             f"{hw.name!r} is a {hw.kind}")
-    inputs = {n: {"shape": list(s), "dtype": d} for n, s, d in zip(program.input_names, in_shapes, dts)}
+    # A size input's value is part of the signature (and of the cache key): {"shape": [], ..., "value": 3}.
+    values = pipeline.size_values(program, dim_sizes)
+    inputs = {n: {"shape": list(s), "dtype": d, **({"value": values[n]} if n in values else {})}
+              for n, s, d in zip(program.input_names, in_shapes, dts)}
     ex, owned = None, False
     size = _known_batch(executor, batch)
     try:
@@ -230,6 +235,8 @@ class _Search:
                  fake_timer):
         self.program, self.in_shapes, self.dts, self.hw = program, in_shapes, dts, hw
         self.hardware, self.inputs, self.search, self.key = hardware, inputs, search, key
+        # the size inputs' values (kept with their input in ``inputs``)
+        self.size_values = {n: v["value"] for n, v in inputs.items() if "value" in v}
         self.ex, self.size, self.t_start = ex, size, t_start
         self.budget_s, self.max_trials, self.top_k, self.seed = budget_s, max_trials, top_k, seed
         self.repeat, self.warmup, self.check, self.cache, self.progress = repeat, warmup, check, cache, progress
@@ -409,13 +416,15 @@ class _Search:
         program, hw, dts = self.program, self.hw, self.dts
         self.predict, self.model_name = _predictor(hw)
         shape_map = dict(zip(program.input_names, self.in_shapes))
+        values = self.size_values
         # The search builds its candidates on the untiled default; the baseline is compile's default.
-        self.base = pipeline.schedule(program, shapes=shape_map, dtypes=list(dts), steps=DEFAULT_STEPS)
-        self.default = pipeline.schedule(program, shapes=shape_map, dtypes=list(dts), hardware=hw,
+        self.base = pipeline.schedule(program, values, shapes=shape_map, dtypes=list(dts), steps=DEFAULT_STEPS)
+        self.default = pipeline.schedule(program, values, shapes=shape_map, dtypes=list(dts), hardware=hw,
                                          min_parallel_work=None)
         self.job = remote.job_spec(str(program), self.in_shapes, dts, repeat=self.repeat, warmup=self.warmup,
                                    check=self.check, cap_s=max(2.0, self.budget_s / 20),
-                                   threads=getattr(self.ex, "threads_per_kernel", None), fake_timer=self.fake_timer)
+                                   threads=getattr(self.ex, "threads_per_kernel", None), fake_timer=self.fake_timer,
+                                   sizes=values)
         self._load_partial()
         self._measure_baseline(self.job, self.default)
         from ..compare import COUNT_SCAN_LIMIT, count_flops  # contraction points counted with isl
@@ -566,7 +575,7 @@ class _Search:
                 best_trial.configs, best_trial.index
         else:
             best_steps, best_time, best_configs, best_index = self.baseline["steps"], base_time, (), None
-        best = pipeline.schedule(program, shapes=dict(zip(program.input_names, self.in_shapes)),
+        best = pipeline.schedule(program, self.size_values, shapes=dict(zip(program.input_names, self.in_shapes)),
                                  dtypes=list(self.dts), steps=best_steps)
         elapsed = time.perf_counter() - self.t_start
         other = [t.index for t in self.trials if t.measured and t.ok is not False and not t.ranked(self.ranking)]
