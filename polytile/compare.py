@@ -60,8 +60,9 @@ def random_inputs(shapes: Sequence[Sequence[int]], dtypes: Sequence[str], kind: 
     """Seeded random inputs, one per shape and dtype: small integers (exact in every dtype, so checks can be
     exact) or normals -- the one generator of ``compare``, ``run``, ``tune`` and the benchmarks.
 
-    ``kind="int"``: integers in [-4, 4]; ``"normal"``: standard normals, rounded to integers for integer
-    dtypes (a cast would truncate most of them to 0).  ``positive`` (a file's ``// inputs: positive``)
+    ``kind="int"``: integers in [-4, 4] ([0, 4] unsigned, {False, True} bool); ``"normal"``: standard normals,
+    rounded to integers for integer dtypes (a cast would truncate most of them to 0; their absolute values
+    unsigned), ``x > 0`` bool.  ``positive`` (a file's ``// inputs: positive``)
     draws from [1, 4] instead (integers, or uniform reals), for programs taking logs or square roots.
     Each array is drawn directly in its dtype (integers as int8, reals in float32 unless the input is
     float64), so the peak memory is the inputs themselves plus a byte per element, never an
@@ -76,6 +77,10 @@ def random_inputs(shapes: Sequence[Sequence[int]], dtypes: Sequence[str], kind: 
         shape = tuple(shape)
         if kind == "int":
             lo, hi = (1, 4) if positive else (-4, 4)
+            if dt.kind == "u":
+                lo = max(lo, 0)  # unsigned: [0, 4] (a negative draw would wrap to 252 in uint8)
+            elif dt.kind == "b":
+                lo, hi = 0, 1
             a = rng.integers(lo, hi + 1, size=shape, dtype=np.int8).astype(dt, copy=False)
         else:
             fdt = dt if dt in (np.float32, np.float64) else np.dtype(np.float32)
@@ -87,6 +92,10 @@ def random_inputs(shapes: Sequence[Sequence[int]], dtypes: Sequence[str], kind: 
                 a = rng.standard_normal(size=shape, dtype=fdt)
             if dt.kind in "iu":
                 a = np.rint(a, out=a)
+                if dt.kind == "u":
+                    a = np.abs(a, out=a)
+            elif dt.kind == "b":
+                a = a > 0
             a = a.astype(dt, copy=False)
         # np.array, not np.ascontiguousarray: the latter turns a 0-d (scalar input) array into shape (1,).
         arrays.append(np.array(a, dtype=dt, order="C", copy=False) if a.ndim else np.array(a, dtype=dt))

@@ -307,9 +307,9 @@ def test_bad_dims_message_names_the_item(capsys):
 
 
 def test_unknown_dtype(capsys):
-    code, out, err = run_cli(capsys, "run", EX / "matmul.tile", "--dtype", "float16")
+    code, out, err = run_cli(capsys, "run", EX / "matmul.tile", "--dtype", "bfloat16")
     assert code == 2
-    assert "invalid choice: 'float16'" in err
+    assert "invalid choice: 'bfloat16'" in err
     code, out, err = run_cli(capsys, "run", EX / "matmul.tile", "--dtypes", "A=complex64")
     assert code == 2
     assert "unknown dtype 'complex64' for A" in err
@@ -805,3 +805,15 @@ def test_the_api_takes_size_inputs_with_the_dims(tmp_path):
     assert result.rows[0].check == "ok" and result.provenance["dims"]["D"] == 2
     with pytest.raises(polytile.ShapeError, match="size input D needs a value"):
         polytile.schedule(src, dims="N=8")
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "uint32", "int16", "float16", "bool"])
+def test_run_checks_every_element_type_the_language_has(dtype, capsys):
+    # --dtype offered float32/float64/int32/int64 only; the language (and the openmp target) has all of
+    # polytile.dtypes.SUPPORTED.
+    code, out, err = run_cli(capsys, "run", EX / "matmul.tile", "--dims", "M=19,N=7,K=5", "--dtype", dtype,
+                             "--check", "--repeat", "1", "--warmup", "0")
+    assert code == 0 and "check against the reference interpreter: PASS" in out, out + err
+    assert f"A {dtype}[19x5]" in out
+    if dtype.startswith("u"):
+        assert "unsigned ones non-negative" in out

@@ -99,7 +99,7 @@ STAGES: List[Tuple[str, Tuple[str, ...], Tuple[str, ...]]] = [
     # What a command runs on: sizes, types and schedule files from the command line (read by
     # scheduling.saved's reader); argparse types.
     ("command_inputs", ("polytile.cli.inputs", "polytile.cli.argtypes"),
-     ("errors", "memory", "schedule", "compare", "kernel", "pipeline", "plots")),
+     ("errors", "memory", "schedule", "compare", "kernel", "pipeline", "plots", "dtypes")),
     ("tune", ("polytile.tune",), ("config", "cost", "errors", "executor", "hardware", "interpreter", "command_inputs",
                                   "compare", "kernel", "pipeline", "plots", "runtime", "schedule", "version")),
     # The commands (ir: `show --json` lists a program's statements as Tile text).

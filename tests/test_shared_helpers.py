@@ -138,3 +138,10 @@ def test_cli_schedule_file_builds_on_the_reader(tmp_path):
         cli.load_schedule_file(nosteps)
     with pytest.raises(PolytileError, match="no such schedule file"):
         cli.load_schedule_file(tmp_path / "missing.json")
+
+
+def test_random_inputs_of_unsigned_and_bool_types_hold_small_exact_values():
+    for kind in ("int", "normal"):
+        u, b = cmp.random_inputs([(400,), (400,)], ["uint16", "bool"], kind, seed=5)
+        assert u.dtype == np.uint16 and 0 <= u.min() and u.max() <= 4 and u.min() == 0 and u.max() > 0
+        assert b.dtype == np.bool_ and b.any() and not b.all()

@@ -255,6 +255,10 @@ def _measure(args) -> RunResult:
         checks = [check_output(n, g, w) for n, g, w in zip(spec.bound.program.outputs, outs, refs)]
     values = {"int": "integers in [1, 4]" if target.hints.positive else "integers in [-4, 4]",
               "normal": "uniform in [1, 4]" if target.hints.positive else "standard normal"}[args.inputs]
+    kinds = {np.dtype(d).kind for d in target.dtypes}
+    if not target.hints.positive and kinds & {"u", "b"}:  # compare.random_inputs' rule for these types
+        values += "; " + ", ".join(w for k, w in (("u", "unsigned ones non-negative"), ("b", "bools either"))
+                                   if k in kinds)
     return RunResult(target, spec, outs, times, count_flops(spec), checks, kernel_cache, values)
 
 

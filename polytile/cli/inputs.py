@@ -17,12 +17,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .. import compare as compare_mod
+from .. import dtypes as dtypes_mod
 from .argtypes import arg_type
 from ..memory import available_memory, bytes_text
 from ..errors import MissingFileError, PolytileError, SourceLocation
 
 PROG = "polytile"
-DTYPES = ("float32", "float64", "int32", "int64")
+DTYPES = dtypes_mod.SUPPORTED  # every element type polytile computes in (one table: polytile.dtypes)
 FUSION = ("none", "smart", "max")  # polytile.schedule.FUSION, spelled here so --help needs no islpy
 
 # A dimension or input name as the user may type it: the ``#`` sigil (which
