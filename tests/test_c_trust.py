@@ -677,3 +677,15 @@ def test_opt_code_generation_has_a_time_budget(tmp_path, monkeypatch):
     assert any("code generation" in n and "took over 2 s" in n for n in notes), notes
     assert results[0].text is not None
     assert c_runner.verify(path, out) == []
+
+
+def test_a_declaration_shadowing_a_loop_bound_is_named_as_such(tmp_path):
+    # The frontend reads names without C's block scopes: `int n = 3;` inside the loop made the bound `n`
+    # "assigned inside the region", which it is not; the message now says what happened and where.
+    path = write(tmp_path, "sh.c", "void f(int n, double A[restrict 100]) {\n  int i;\n#pragma scop\n"
+                                   "  for (i = 0; i < n; i++) {\n    int n = 3;\n    A[i] = A[i] + n;\n  }\n"
+                                   "#pragma endscop\n}\n")
+    with pytest.raises(CFrontendError, match=r"n is also declared inside the region \(line 5\), shadowing the n "
+                                             r"read here; rename one of them") as e:
+        extract(path)
+    assert (e.value.loc.line, e.value.loc.col) == (4, 19)

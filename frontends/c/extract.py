@@ -99,6 +99,7 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
         self.loop_iters: Set[str] = set()
         self.written: Set[str] = set()
         self.declared_here: Set[str] = set()
+        self.declared_at: Dict[str, int] = {}  # the line of each name's first declaration in the region
 
         def visit(node):
             if isinstance(node, c_ast.For):
@@ -111,6 +112,8 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
                 return
             if isinstance(node, c_ast.Decl) and node.name:
                 self.declared_here.add(node.name)
+                if node.coord is not None:
+                    self.declared_at.setdefault(node.name, node.coord.line)
             self.written |= _assigned_names(node) if isinstance(node, (c_ast.Assignment, c_ast.UnaryOp)) else set()
             for _, child in node.children():
                 visit(child)
@@ -163,6 +166,12 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
                                         "not modelled)")
             if name in self.file.enums:
                 return A.Lin.constant(self.file.enums[name])
+            if name in self.declared_here and self.lookup(name) is not None and name not in self.region_syms:
+                # Read where an outer name is in scope (a loop bound) while the region also declares one:
+                # names are read without C's block scopes here, so the two cannot be told apart.
+                line = self.declared_at.get(name)
+                raise A.NotAffine(node, f"{name} is also declared inside the region{f' (line {line})' if line else ''}, "
+                                        f"shadowing the {name} read here; rename one of them")
             if name in self.written or name in self.declared_here:
                 raise A.NotAffine(node, f"data-dependent value: {name} is assigned inside the region")
             sym = self.lookup(name)
