@@ -817,3 +817,13 @@ def test_run_checks_every_element_type_the_language_has(dtype, capsys):
     assert f"A {dtype}[19x5]" in out
     if dtype.startswith("u"):
         assert "unsigned ones non-negative" in out
+
+
+def test_float16_outputs_are_checked_against_a_float16_tolerance(capsys):
+    # float16 arithmetic rounds differently in C (_Float16 evaluated in float) than in numpy (per
+    # operation): a 256-term dot product drifts by several units in the last place. It was held to the
+    # float32 tolerance and reported as "integer/bool outputs exact".
+    code, out, err = run_cli(capsys, "run", EX / "matmul.tile", "--dims", "M=32,N=32,K=256", "--dtype", "float16",
+                             "--inputs", "normal", "--check", "--repeat", "1", "--warmup", "0")
+    assert code == 0 and "float16 max_abs_err <= 0.01 * max(1, max|ref|)" in out, out + err
+    assert "integer/bool" not in out
