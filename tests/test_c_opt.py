@@ -638,3 +638,15 @@ def test_a_region_whose_dependences_cost_too_much_is_left_as_written(monkeypatch
     out, [res] = optimize_regions(path)
     assert out == path.read_bytes() and res.text is None
     assert any("left as written: its dependence analysis ran past 1,000 isl operations" in n for n in res.notes)
+
+
+def test_the_dependence_budget_never_ends_in_an_isl_error():
+    # Where the quota runs out decides which isl call fails: sometimes a later one on the NULL it got back
+    # ("isl_union_flow_get_may_dependence failed: <no message>"), which escaped as an internal error.
+    from polytile.c_optimiser import strategy
+
+    for kernel in ("seidel-2d.c", "jacobi-2d.c"):
+        scop = extract(KERNELS / kernel)[0].scop
+        results = [strategy.version_deps(scop, m) for m in [31496] + list(range(1000, 100000, 2500))]
+        assert results[-1] is None or results[-1].flow is not None
+        assert any(r is None for r in results)

@@ -303,13 +303,24 @@ def version_deps(scop: Scop, max_operations: Optional[int] = None) -> Optional[d
     ctx.reset_operations()
     try:
         return deps_mod.compute(scop)
-    except isl.Error as e:
-        if "maximal number of operations" not in str(e):
+    except isl.Error:
+        if not _quota_spent(ctx):
             raise
         return None
     finally:
         ctx.set_max_operations(old)
         ctx.reset_operations()
+
+
+def _quota_spent(ctx: isl.Context) -> bool:
+    """Whether ``ctx`` has used up its operation quota.  isl's own message says so only where the quota ran
+    out; a caller further up may fail on the NULL it got back ("isl_union_flow_get_may_dependence failed:
+    <no message>").  The count only grows until reset, so a small operation that counts fails too."""
+    try:
+        isl.Set("{ [i] : 0 <= i <= 4 }", context=ctx).lexmin()
+    except isl.Error:
+        return True
+    return False
 
 
 def in_order(scop: Scop) -> Optional[Scop]:
