@@ -324,12 +324,14 @@ def test_cli_writes_output_and_options(tmp_path, capsys):
     assert "#pragma omp parallel for" in text and "tile(" in text
     r = subprocess.run([GCC, "-O2", "-fopenmp", "-c", "-o", str(tmp_path / "s.o"), str(out)], capture_output=True)
     assert r.returncode == 0, r.stderr
-    # Fixed parameters: the region is specialised (no tsteps/n left in its loop bounds).
+    # Fixed parameters: the region is specialised (no tsteps/n left in its loop bounds), behind a run-time
+    # test of those values (the region as written runs for others).
     out2 = tmp_path / "seidel_fixed.c"
     assert cli_main(["opt", str(KERNELS / "seidel-2d.c"), "-o", str(out2), "--no-tile", "--no-parallel",
                      "--param", "n=20", "--param", "tsteps=3"]) == 0
-    region = out2.read_text().split("polytile opt:")[1]
-    assert "tsteps" not in region.split("#pragma endscop")[0] and "#pragma omp" not in region
+    assert "if (n == 20 && tsteps == 3)\n" in out2.read_text()
+    region = out2.read_text().split("polytile opt:")[1].split("\nelse\n")[0]
+    assert "tsteps" not in region and "#pragma omp" not in region
     # --dims is the same option, in the comma-separated syntax of the other commands.
     out3 = tmp_path / "seidel_dims.c"
     assert cli_main(["opt", str(KERNELS / "seidel-2d.c"), "-o", str(out3), "--no-tile", "--no-parallel",

@@ -374,3 +374,104 @@ int main(void) {
 """)
     assert original == optimised
     assert "if (n >= 1)\n" not in (tmp_path / "p.opt.c").read_text()
+
+
+_GUARDED_MM = """
+#include <stdio.h>
+static void shrink(unsigned *p) {{ *p -= 1; }}
+static unsigned g;
+static void mm(unsigned n, double A[restrict 64][64], double B[restrict 64][64], double C[restrict 64][64]) {{
+  if ({guard}) {{
+    {between}
+#pragma scop
+  for (unsigned i = 0; i < {n}; i++)
+    for (unsigned j = 0; j < {n}; j++) {{
+      C[i][j] = 0.0;
+      for (unsigned l = 0; l < {n}; l++)
+        C[i][j] += A[i][l] * B[l][j];
+    }}
+#pragma endscop
+  }}
+}}
+static double A[64][64], B[64][64], C[64][64];
+int main(void) {{
+  for (int i = 0; i < 64; i++) for (int j = 0; j < 64; j++) {{ A[i][j] = i - j; B[i][j] = i + j; C[i][j] = 7; }}
+  mm(0, A, B, C); mm(1, A, B, C); mm(50, A, B, C);
+  double t = 0; for (int i = 0; i < 64; i++) for (int j = 0; j < 64; j++) t += C[i][j] * (i + 1);
+  printf("%.17g\\n", t);
+  return 0;
+}}
+"""
+
+
+@pytest.mark.parametrize("guard, between, n", [
+    ("n > 0", "shrink(&n);", "n"),          # the guard held before the call changed n through its address
+    ("n - 1 >= 0", "", "n"),                # unsigned: true for every n, 0 included
+    ("g > 0", "g = n - 1 + 0 * shrink_g();", "g"),  # a global: any call may change it
+])
+def test_a_guard_that_may_not_hold_at_the_region_proves_nothing(tmp_path, guard, between, n):
+    # An enclosing `if` gives the region's context its facts (and spares the run-time `n >= 1` test); these
+    # three do not hold where the region starts, and the optimised code segfaulted at n = 0.
+    text = _GUARDED_MM.format(guard=guard, between=between, n=n)
+    if n == "g":
+        text = text.replace("static unsigned g;", "static unsigned g = 5;\nstatic int shrink_g(void) { return 0; }")
+        text = text.replace("g = n - 1 + 0 * shrink_g();", "g = n;")
+    original, optimised = outputs(tmp_path, text)
+    assert original == optimised
+
+
+def test_unsigned_sizes_in_generated_loop_bounds_do_not_wrap(tmp_path):
+    # isl computes with integers: a bound `m - 3` (from i < m - 2) is -1 at m = 2, but with a size_t m the
+    # generated loops computed 2^64 - 1 and ran off the arrays.  They now read unsigned parameters as long
+    # copies; the statements cast them back (`+ m` stays size_t arithmetic).
+    original, optimised = outputs(tmp_path, """#include <stdio.h>
+#include <stddef.h>
+static void f(size_t n, size_t m, double A[restrict 300][300], double B[restrict 300][300], double x[restrict 300]) {
+#pragma scop
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j < n; j++)
+      A[i][j] = A[i][j] * 0.5 + B[j][i];
+  for (size_t i = 0; i < m - 2; i++)
+    for (size_t k = 0; k < m - 2; k++)
+      x[i] += B[i][k] * 0.25 + m;
+#pragma endscop
+}
+static double A[300][300], B[300][300], x[300];
+int main(void) {
+  for (int i = 0; i < 300; i++) { x[i] = i; for (int j = 0; j < 300; j++) { A[i][j] = i - j; B[i][j] = i + j; } }
+  f(280, 2, A, B, x); f(250, 40, A, B, x);
+  double t = 0; for (int i = 0; i < 300; i++) { t += x[i]; for (int j = 0; j < 300; j++) t += A[i][j] * (i + 1); }
+  printf("%.17g\\n", t);
+  return 0;
+}
+""")
+    assert original == optimised
+    text = (tmp_path / "p.opt.c").read_text()
+    assert "const long m = pt_sp_m;" in text and "((size_t)m)" in text
+
+
+def test_a_function_argument_fixed_by_dims_is_tested_at_run_time(tmp_path):
+    # --dims n=50 generates loops for n = 50 only (a fixed macro gets an #if/#error guard): other calls
+    # computed with 50 silently.  Now `if (n == 50)`, the region as written elsewhere.
+    original, optimised = outputs(tmp_path, """
+#include <stdio.h>
+static void f(int n, double A[restrict 100], double B[restrict 100]) {
+#pragma scop
+  double s;
+  for (int i = 0; i < n; i++) {
+    s = A[i] * 2.0;
+    B[i] = s + 1.0;
+  }
+#pragma endscop
+}
+int main(void) {
+  double A[100], B[100];
+  for (int i = 0; i < 100; i++) { A[i] = i; B[i] = -1; }
+  f(0, A, B); f(-3, A, B); f(7, A, B); f(50, A, B);
+  double t = 0; for (int i = 0; i < 100; i++) t += B[i] * (i + 1);
+  printf("%.17g\\n", t);
+  return 0;
+}
+""", "--dims", "n=50")
+    assert original == optimised
+    assert "if (n == 50)\n" in (tmp_path / "p.opt.c").read_text()

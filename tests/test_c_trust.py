@@ -685,7 +685,8 @@ def test_a_declaration_shadowing_a_loop_bound_is_named_as_such(tmp_path):
     path = write(tmp_path, "sh.c", "void f(int n, double A[restrict 100]) {\n  int i;\n#pragma scop\n"
                                    "  for (i = 0; i < n; i++) {\n    int n = 3;\n    A[i] = A[i] + n;\n  }\n"
                                    "#pragma endscop\n}\n")
-    with pytest.raises(CFrontendError, match=r"n is also declared inside the region \(line 5\), shadowing the n "
-                                             r"read here; rename one of them") as e:
+    with pytest.raises(CFrontendError, match=r"n is also declared inside the region \(line 5\); names are read "
+                                             r"without C's block scopes, so the n read here cannot be told from "
+                                             r"that one: rename one of them") as e:
         extract(path)
     assert (e.value.loc.line, e.value.loc.col) == (4, 19)

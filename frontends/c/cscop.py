@@ -75,24 +75,36 @@ class CScop:
     # argument that sizes a loop), and the region's statements as written: see wrap
     assumptions: Tuple[str, ...] = ()
     original: str = ""
+    # parameters of an unsigned C type: the generated code reads them as long (see wrap)
+    unsigned_params: Tuple[str, ...] = ()
 
     def wrap(self, code: str) -> str:
-        """The replacement for bytes ``[start, end)``: a block with the hoisted declarations, then ``code``.
+        """The replacement for bytes ``[start, end)``: the hoisted declarations, ``code``, then the loop
+        iterators' final values (:attr:`final_values`).
 
         Generated code binds the iterators itself (``const long i = c0;``), so
         only declarations made *inside* the region need to be repeated.  Each
         macro of :attr:`guards` gets an ``#if``/``#error`` pair first: the
-        code was generated for that value only.  Where the context assumes
-        what the program may break (:attr:`assumptions`: a call ``f(0, A)``
-        of a function whose loops run to ``n``), ``code`` runs only where the
-        assumptions hold, and the region's original statements elsewhere.
+        code was generated for that value only.  isl computes with integers,
+        so ``code`` reads each unsigned parameter (:attr:`unsigned_params`)
+        as a ``long`` copy of the same name (``n - 2`` in a loop bound is -1
+        at ``n = 1``, not 2^32 - 1; statements cast it back, see
+        ``typed_sizes``).  Where the context assumes what the program may
+        break (:attr:`assumptions`: a call ``f(0, A)`` of a function whose
+        loops run to ``n``), ``code`` runs only where the assumptions hold, and
+        the region's original statements elsewhere (declarations too: a VLA
+        sized by ``n`` is declared only where ``n >= 1``).
 
-        >>> print(CScop(None, "k.c", "f", 0, 0, (1, 1), assumptions=("n >= 1",),
+        >>> print(CScop(None, "k.c", "f", 0, 0, (1, 1), assumptions=("n >= 1",), unsigned_params=("n",),
         ...             original="  A[0] = 1;").wrap("  S;"))
         {
         if (n >= 1)
         {
+        const long pt_sp_n = (long)(n);
+        {
+        const long n = pt_sp_n;
           S;
+        }
         }
         else
         {
@@ -102,10 +114,16 @@ class CScop:
         <BLANKLINE>
         """
         code = code.rstrip("\n")
+        if self.unsigned_params:
+            copies = "".join(f"const long pt_sp_{p} = (long)({p});\n" for p in self.unsigned_params)
+            shadows = "".join(f"const long {p} = pt_sp_{p};\n" for p in self.unsigned_params)
+            code = f"{copies}{{\n{shadows}{code}\n}}"
+        body = [f"  {d}" for d in self.declarations] + [code] + ([self.final_values.rstrip("\n")]
+                                                                 if self.final_values else [])
         if self.assumptions:
-            code = (f"if ({' && '.join(self.assumptions)})\n{{\n{code}\n}}\nelse\n{{\n"
-                    f"{self.original.rstrip()}\n}}")
-        body = [f"  {d}" for d in self.declarations] + [code]
+            inner = "\n".join(body)
+            return (guard_text(self.guards) + f"{{\nif ({' && '.join(self.assumptions)})\n{{\n{inner}\n}}\nelse\n"
+                    f"{{\n{self.original.rstrip()}\n}}\n}}\n")
         return guard_text(self.guards) + "{\n" + "\n".join(body) + "\n}\n"
 
 

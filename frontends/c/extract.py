@@ -72,6 +72,7 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
         self.stmts: List[_Stmt] = []
         self.loops: List[_Loop] = []
         self.params_used: Dict[str, str] = {}  # name -> origin ("param", "macro", "global", "local")
+        self.fixed_vars: Set[str] = set()  # variables (not macros) the region reads, fixed by ``fixed``
         self.notes: List[str] = []
         self.iter_c_names: List[str] = []
         self.active_iters: Dict[str, _Sym] = {}  # C name -> symbol of the enclosing loops' iterators (for_loop)
@@ -170,8 +171,9 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
                 # Read where an outer name is in scope (a loop bound) while the region also declares one:
                 # names are read without C's block scopes here, so the two cannot be told apart.
                 line = self.declared_at.get(name)
-                raise A.NotAffine(node, f"{name} is also declared inside the region{f' (line {line})' if line else ''}, "
-                                        f"shadowing the {name} read here; rename one of them")
+                raise A.NotAffine(node, f"{name} is also declared inside the region{f' (line {line})' if line else ''}; "
+                                        f"names are read without C's block scopes, so the {name} read here cannot "
+                                        f"be told from that one: rename one of them")
             if name in self.written or name in self.declared_here:
                 raise A.NotAffine(node, f"data-dependent value: {name} is assigned inside the region")
             sym = self.lookup(name)
@@ -212,6 +214,8 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
 
     def param(self, name: str, origin: str, node: c_ast.Node) -> A.Lin:
         if name in self.fixed:
+            if origin != "macro":  # a variable's value is only known at run time: tested there (CScop.wrap)
+                self.fixed_vars.add(name)
             return A.Lin.constant(int(self.fixed[name]))
         if name.lower() in ISL_KEYWORDS or not re.match(r"^[A-Za-z_]\w*$", name):
             raise A.NotAffine(node, f"parameter {name} cannot stay symbolic (its name is reserved in isl); "

@@ -26,7 +26,8 @@ from .cscop import CScop
 from .regions import _ENDSCOP_LINE, _SCOP_LINE
 from .source import _INT_BODY
 from .statements import _Stmt
-from .syntax import _assigned_names, _ids
+from .symbols import converted
+from .syntax import _address_taken, _assigned_names, _ids
 
 
 class _ScopBuilder:
@@ -83,8 +84,14 @@ class _ScopBuilder:
                      tuple(self.decls), self.file.signature(self.region.func), tuple(self.notes),
                      guards=self.macro_guards(params), taken=self.file.taken,
                      dead_after=self.dead_after(scalars), scalar_types=self.scalar_types(scalars),
-                     final_values=self.final_values(), assumptions=tuple(self.assumed),
-                     original=self.original_text())
+                     final_values=self.final_values(),
+                     # a variable fixed by --dims: the code was generated for that value only
+                     assumptions=tuple(self.assumed) + tuple(f"{v} == {int(self.fixed[v])}"
+                                                             for v in sorted(self.fixed_vars)),
+                     original=self.original_text(),
+                     unsigned_params=tuple(p for p in params if self.params_used[p] != "macro" and
+                                           (getattr(self.lookup(p), "dtype", None) or "").startswith(("uint",
+                                                                                                    "bool"))))
 
     def original_text(self) -> str:
         """The region's statements as the file wrote them, without its ``#pragma scop``/``endscop`` lines: the
@@ -174,7 +181,10 @@ class _ScopBuilder:
                 sizes.append(p)
             elif (getattr(self.lookup(p), "dtype", None) or "").startswith("uint"):
                 parts.append(A.ge(A.Lin.var(p)))  # an unsigned variable is never negative
-        assigned = _assigned_names(self.region.func.body)
+        # A guard speaks of the region only if nothing may change its names in between: not assigned in the
+        # function, address never taken (shrink(&n)), not a global (any call may change one).
+        assigned = _assigned_names(self.region.func.body) | _address_taken(self.region.func.body)
+        assigned |= {p for p in params if self.params_used[p] == "global"}
         known = set(params) | set(self.fixed)
 
         def resolve(name, node):
@@ -186,6 +196,9 @@ class _ScopBuilder:
                 return A.Lin.var(name)
             raise A.NotAffine(node, "not a parameter")
 
+        # Comparisons C makes in an unsigned type are modelled as such (`if (n - 1 >= 0)` with an unsigned n
+        # holds for every n, so it says nothing), as in loop conditions.
+        resolve.unsigned_compare = lambda left, right: converted(self.int_type(left), self.int_type(right))[1]
         # Conjuncts of a guard are used one by one (a 'then' branch knows each of them holds); an
         # 'else' branch knows only the negation of the whole condition.
         guards: List[Tuple[c_ast.Node, bool]] = []

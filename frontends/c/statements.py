@@ -216,6 +216,30 @@ class _StatementReader:
             out[c] = _c(decl.type.type)
         return out
 
+    def typed_sizes(self, node: c_ast.Node) -> Dict[str, str]:
+        """The unsigned variables statement ``node`` reads and the region never writes: C name -> type text.
+
+        The generated loops read unsigned parameters as ``long`` (:meth:`CScop.wrap` shadows each, so that
+        ``n - 2`` in a loop bound is -1 at ``n = 1``, not 2^32 - 1); the statement reads them through a cast
+        to their declared type, computing as it did.
+
+        >>> # unsigned n: A[i] = n - 5;  ->  A[i] = ((unsigned)n) - 5;
+        """
+        out: Dict[str, str] = {}
+        for n in _nodes(node):
+            if not isinstance(n, c_ast.ID) or n.name in out:
+                continue
+            name = n.name
+            if name in self.loop_iters or name in self.written or name in self.declared_here:
+                continue
+            sym = self.lookup(name)
+            decl = None if sym is None else sym.decl
+            if (sym is None or sym.kind != "scalar" or not (sym.dtype or "").startswith(("uint", "bool"))
+                    or not (isinstance(decl, c_ast.Decl) and isinstance(decl.type, c_ast.TypeDecl))):
+                continue
+            out[name] = _c(decl.type.type)
+        return out
+
     def observes_int_type(self, node: c_ast.Node) -> bool:
         """Whether an int and a long operand could give different results in ``node``: it has an operand of
         unsigned int or unsigned long type after promotion (a variable, array element, cast or constant:
@@ -288,6 +312,8 @@ class _StatementReader:
         renames = {c: v for c, v in ctx.loops if c != v}
         for c, t in self.typed_iterators(node, ctx).items():
             renames[c] = f"(({t}){renames.get(c, c)})"
+        for c, t in self.typed_sizes(node).items():
+            renames.setdefault(c, f"(({t}){c})")
         if renames:
             _Renamer(renames).visit(text_node)
         name = f"S{len(self.stmts)}"

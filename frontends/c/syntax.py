@@ -66,6 +66,12 @@ def _assigned_names(node: c_ast.Node) -> Set[str]:
     return out
 
 
+def _address_taken(node: c_ast.Node) -> Set[str]:
+    """Names whose address is taken (``&n``) anywhere in ``node``: anything may change them later."""
+    return {n.expr.name for n in _walk_nodes(node)
+            if isinstance(n, c_ast.UnaryOp) and n.op == "&" and isinstance(n.expr, c_ast.ID)}
+
+
 def _walk_nodes(node: c_ast.Node):
     yield node
     for _, child in node.children():

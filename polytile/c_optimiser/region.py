@@ -245,7 +245,7 @@ def optimize_region(cs: CScop, *, tile: bool = True, parallel: bool = True, fusi
             head = "/* polytile opt: " + " -> ".join(str(st) for st in s.steps) + " */\n"
             if expansion is not None:  # the expanded scalars' arrays, and live-out values put back
                 code = expansion.wrap(code)
-            res.text = cs.wrap(head + code.rstrip("\n") + "\n" + REGION_POSTLUDE + cs.final_values)
+            res.text = cs.wrap(head + code.rstrip("\n") + "\n" + REGION_POSTLUDE)
             return res
     if steps is not None and isinstance(last_error, _CodegenTimeout):
         raise ScheduleError(f"{cs.path}:{cs.lines[0]}: code generation of the given schedule took over "
