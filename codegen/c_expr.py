@@ -280,7 +280,7 @@ class BodyPrinter:
             if n.op == "//":
                 return f"pt_floordiv({self.expr(n.a)}, {self.expr(n.b)})"
             a, b = self.as_type(n.a, n.dtype), self.as_type(n.b, n.dtype)
-            if n.op == "/" and n.dtype not in _FLOAT:  # index arithmetic divides with '//'; '/' is a value's
+            if n.op == "/" and not D.is_float(n.dtype):  # index arithmetic divides with '//'; '/' is a value's
                 return f"pt_div_{n.dtype}({a}, {b})"
             if n.op in ("<<", ">>"):
                 # Count modulo the width (the oracle's rule); shift the unsigned bits so '<<' never overflows.
@@ -311,6 +311,10 @@ class BodyPrinter:
         """Builtins with PlaidML's meaning (see :mod:`polytile.elemwise`)."""
         d = n.dtype
         f = n.func
+        if d == "float16":
+            # Through float32, rounded back: what numpy's float16 functions compute (libm has no half functions).
+            wide = B.Call(f, tuple(B.Cast(a, "float32") for a in n.args), "float32")
+            return f"(({ctype(d)})({self.call(wide)}))"
         isf = d in _FLOAT
         suffix = "f" if d == "float32" else ""
         args = [self.as_type(a, d) for a in n.args]

@@ -39,7 +39,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from .version import __version__
-from .errors import IllegalSchedule, PolytileError
+from .errors import IllegalSchedule, PolytileError, ShapeError
 # Checking and timing live in .measure (the compare task on an executor's worker uses them too);
 # they stay importable from here, as callers have always imported them.
 from .measure import RTOL, Check, Spread, _first_line, _reason, capped_calls, check_output, spread, time_calls  # noqa: F401
@@ -548,7 +548,7 @@ def _shapes_and_dtypes(program, shapes, dtypes) -> Tuple[Tuple[Tuple[int, ...], 
     if dtypes is None or isinstance(dtypes, (str, np.dtype, type)):
         one = np.dtype(dtypes or "float32").name
         # A size input is an integer (int32, as PlaidML types an Integer) whatever the arrays' one dtype.
-        sized = set(pipeline.size_inputs(program)) if one[0] not in "iu" else set()
+        sized = set(pipeline.size_inputs(program))
         dts = tuple("int32" if name in sized else one for name in program.input_names)
     else:
         dts = tuple(np.dtype(d).name for d in dtypes)
@@ -566,7 +566,15 @@ def with_size_values(program, arrays: Sequence[np.ndarray], sizes: Mapping[str, 
     >>> with_size_values(p, [np.zeros(4), np.array(7, np.int32)], {"D": 3})[1]
     array(3, dtype=int32)
     """
-    return [np.array(sizes[n], dtype=a.dtype) if n in sizes else a for n, a in zip(program.input_names, arrays)]
+    out = []
+    for n, a in zip(program.input_names, arrays):
+        if n in sizes:
+            if a.dtype.kind not in "iu" or not np.iinfo(a.dtype).min <= sizes[n] <= np.iinfo(a.dtype).max:
+                raise ShapeError(f"size input {n}={sizes[n]} does not fit its type {a.dtype}: give it an integer "
+                                 f"type that holds it (int32 by default)")
+            a = np.array(sizes[n], dtype=a.dtype)
+        out.append(a)
+    return out
 
 
 def compare(program, shapes, dtypes=None, candidates=None, *, repeat: int = 10, warmup: int = 2,

@@ -91,8 +91,10 @@ def schedule(source: SourceLike, dims=None, *, shapes=None, dtypes=None, fusion:
     dts = tuple(np.dtype(d).name for d in (dtypes or ["float32"] * len(in_shapes)))
     opts = Options.make("openmp", fusion=fusion, parallel=parallel, schedule=steps, hardware=hardware,
                         min_parallel_work=min_parallel_work)
-    spec = specialize(prog, in_shapes, dts, opts, build=False, sizes=size_values(prog, sizes))
-    meta = (("program", str(prog)), ("shapes", [list(x) for x in in_shapes]), ("dtypes", list(dts)))
+    values = size_values(prog, sizes)
+    spec = specialize(prog, in_shapes, dts, opts, build=False, sizes=values)
+    meta = (("program", str(prog)), ("shapes", [list(x) for x in in_shapes]), ("dtypes", list(dts))) + \
+        ((("sizes", values),) if values else ())
     return spec.schedule.with_(meta=meta)
 
 

@@ -827,3 +827,29 @@ def test_float16_outputs_are_checked_against_a_float16_tolerance(capsys):
                              "--inputs", "normal", "--check", "--repeat", "1", "--warmup", "0")
     assert code == 0 and "float16 max_abs_err <= 0.01 * max(1, max|ref|)" in out, out + err
     assert "integer/bool" not in out
+
+
+def test_size_input_types_and_saved_values(tmp_path, capsys, monkeypatch):
+    src = tmp_path / "sized.tile"
+    src.write_text(SIZED)
+    # --dtype is the arrays' type: a size input stays int32 (int8 cannot hold 200: it was an OverflowError).
+    code, out, err = run_cli(capsys, "run", src, "--dims", "N=300,D=200", "--dtype", "int8", "--check")
+    assert code == 0 and "D int32 = 200" in out, out + err
+    code, out, err = run_cli(capsys, "run", src, "--dims", "N=300,D=200", "--dtypes", "D=int8")
+    assert code == 2 and "size input D=200 does not fit its type int8" in err, err
+    code, out, err = run_cli(capsys, "run", src, "--dims", "N=300,D=200", "--dtypes", "D=uint8", "--check")
+    assert code == 0 and "D uint8 = 200" in out, out + err
+    # A saved schedule keeps the values it was made for: `run --schedule` needs no --dims (as it suggests).
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(capsys, "schedule", src, "--dims", "N=8,D=3", "-o", "s.json")
+    assert code == 0 and json.loads((tmp_path / "s.json").read_text())["meta"]["sizes"] == {"D": 3}
+    code, out, err = run_cli(capsys, "run", src, "--schedule", "s.json", "--check")
+    assert code == 0 and "D int32 = 3 (a size)" in out and "D=3" in err, out + err
+
+
+@pytest.mark.parametrize("example", ["mean", "softmax", "math_builtins", "casts", "geomean"])
+def test_float16_divisions_and_functions_link_and_check(example, capsys):
+    # float16 went down the integer paths: pt_div_float16 / pt_cvt_float16 were called and never defined.
+    code, out, err = run_cli(capsys, "run", EX / f"{example}.tile", "--dtype", "float16", "--inputs", "normal",
+                             "--check", "--repeat", "1", "--warmup", "0")
+    assert code == 0 and "check against the reference interpreter: PASS" in out, out + err

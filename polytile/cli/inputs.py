@@ -196,14 +196,14 @@ def _missing_sizes(program, dims: Dict[str, int], shapes: Dict[str, Tuple[int, .
     missing_dims: List[str] = []
     missing_shapes: List[str] = []
     for inp in program.inputs:
+        if inp.name in sized:  # its value, whatever gave it a shape (a saved schedule's meta, `// shape:`)
+            if inp.name not in dims:
+                missing_dims.append(inp.name)
+            continue
         if inp.name in shapes:
             continue
         if inp.dims is None:
-            if inp.name in sized:
-                if inp.name not in dims:
-                    missing_dims.append(inp.name)
-            else:
-                missing_shapes.append(inp.name)
+            missing_shapes.append(inp.name)
             continue
         for d in inp.dims:
             if isinstance(d, str) and d not in dims and d not in missing_dims:
@@ -275,10 +275,11 @@ def resolve(args, *, need_sizes: bool = True, saved: Optional["ScheduleFile"] = 
         if len(saved.shapes) != len(names):
             raise PolytileError(f"{saved.path}: its meta has {len(saved.shapes)} input shape(s) but {path} has "
                                 f"{len(names)} input(s); pass --dims")
-        dims, source = {}, "the schedule"
+        dims, source = dict(saved.sizes), "the schedule"
         shapes = {**dict(zip(names, saved.shapes)), **explicit_shapes}
         _note(f"no --dims given: using the input shapes saved in {saved.path}: "
-              + ", ".join(f"{n}={_shape_text(shapes[n])}" for n in names))
+              + ", ".join(f"{n}={saved.sizes[n]}" if n in saved.sizes else f"{n}={_shape_text(shapes[n])}"
+                          for n in names))
     else:
         dims, shapes, source = {}, explicit_shapes, ""
 
@@ -296,7 +297,11 @@ def resolve(args, *, need_sizes: bool = True, saved: Optional["ScheduleFile"] = 
     if saved is not None and saved.program is not None and saved.program.strip() != str(program).strip():
         _note(f"{saved.path} was saved for a different program text than {path}; its steps are replayed "
               f"and checked on this one")
-    return Target(path, program, hints, dims, sizes, dtypes, source, pipeline.size_values(program, dims))
+    values = pipeline.size_values(program, dims)
+    for name, dt in zip(names, dtypes):
+        if name in values and not np.iinfo(dt).min <= values[name] <= np.iinfo(dt).max:
+            raise UsageError(f"size input {name}={values[name]} does not fit its type {dt} (--dtypes {name}=int64)")
+    return Target(path, program, hints, dims, sizes, dtypes, source, values)
 
 
 def _missing_message(path: Path, hints: FileHints, missing_dims: List[str], missing_shapes: List[str],
@@ -334,14 +339,15 @@ def _dtypes(args, program, fallback: Optional[Sequence[str]] = None, sized: Sequ
     if unknown:
         raise UsageError(f"--dtypes names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
                          f"not an input; the inputs are {', '.join(names) or '(none)'}")
-    floats = [n for n in sized if n in per_input and not per_input[n].startswith("int")]
+    floats = [n for n in sized if n in per_input and not per_input[n].startswith(("int", "uint"))]
     if floats:
         raise UsageError(f"--dtypes {floats[0]}={per_input[floats[0]]}: {floats[0]} is a size input, an integer")
     if args.dtype is None and fallback is not None and len(fallback) == len(names):
         base = list(fallback)
     else:
         base = [args.dtype or "float32"] * len(names)
-    base = [("int32" if n in sized and not (b or "").startswith("int") else b) for n, b in zip(names, base)]
+    # A size input is int32 whatever --dtype says of the arrays (--dtypes may name another integer type).
+    base = ["int32" if n in sized else b for n, b in zip(names, base)]
     return tuple(per_input.get(n, b) for n, b in zip(names, base))
 
 
@@ -408,6 +414,7 @@ class ScheduleFile:
     shapes: Optional[List[Tuple[int, ...]]] = None  # meta "shapes", one per input
     dtypes: Optional[List[str]] = None              # meta "dtypes"
     program: Optional[str] = None                   # meta "program" (the Tile text)
+    sizes: Dict[str, int] = field(default_factory=dict)  # meta "sizes": the size inputs' values
 
     @property
     def complete(self) -> bool:
@@ -442,7 +449,10 @@ def load_schedule_file(path) -> ScheduleFile:
         if not (isinstance(dtypes, list) and all(isinstance(d, str) and d in DTYPES for d in dtypes)):
             raise PolytileError(f"{p}: meta \"dtypes\" must be a list of {', '.join(DTYPES)}")
     program = meta.get("program") if isinstance(meta.get("program"), str) else None
-    return ScheduleFile(p, tuple(steps), shapes, dtypes, program)
+    sizes = meta.get("sizes") or {}
+    if not (isinstance(sizes, dict) and all(isinstance(k, str) and isinstance(v, int) for k, v in sizes.items())):
+        raise PolytileError(f"{p}: meta \"sizes\" must map size inputs to integers")
+    return ScheduleFile(p, tuple(steps), shapes, dtypes, program, dict(sizes))
 
 
 def _recipe(saved: Optional[ScheduleFile], fusion: Optional[str], parallel: bool) -> Tuple[Any, ...]:

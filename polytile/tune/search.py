@@ -95,13 +95,14 @@ class TuneInterrupted(KeyboardInterrupt):
 
 
 def _dtypes_for(program, dtypes, n: int) -> Tuple[str, ...]:
+    # A size input is an integer (int32, as PlaidML types an Integer) whatever the arrays' one dtype.
+    sized = set(pipeline.size_inputs(program))
     if dtypes is None or isinstance(dtypes, (str, np.dtype, type)):
         one = np.dtype(dtypes or "float32").name
-        # A size input is an integer (int32, as PlaidML types an Integer) whatever the arrays' one dtype.
-        sized = set(pipeline.size_inputs(program)) if one[0] not in "iu" else set()
         return tuple("int32" if name in sized else one for name in program.input_names)
     if isinstance(dtypes, Mapping):
-        return tuple(np.dtype(dtypes.get(name, "float32")).name for name in program.input_names)
+        return tuple(np.dtype(dtypes.get(name, "int32" if name in sized else "float32")).name
+                     for name in program.input_names)
     dts = tuple(np.dtype(d).name for d in dtypes)
     if len(dts) != n:
         raise PolytileError(f"{len(dts)} dtypes for {n} inputs ({', '.join(program.input_names)})")
