@@ -238,7 +238,10 @@ def cmd_show(args) -> int:
     print(f"// {target.path}")
     print(str(target.program).rstrip())
     if target.shapes is None:
-        names = _header_dim_names(target.program)
+        from .. import pipeline
+
+        dims = _header_dim_names(target.program)
+        names = dims + [n for n in pipeline.size_inputs(target.program) if n not in dims]
         if names:
             _note(f"pass --dims {','.join(f'{d}=<size>' for d in names)} to also see the Scop, "
                   f"dependences and schedule tree")
