@@ -475,3 +475,61 @@ int main(void) {
 """, "--dims", "n=50")
     assert original == optimised
     assert "if (n == 50)\n" in (tmp_path / "p.opt.c").read_text()
+
+
+def test_a_mark_on_a_statement_without_instances_marks_no_other_statements_loop(tmp_path):
+    # B[k] += i over an empty i loop: isl placed the empty statement beside S1, and the simd mark checked
+    # for it alone (no instances, no dependences) landed on S1's k loop, which carries a dependence, around
+    # a parallel loop (gcc refused the nesting; without it the lanes would have run k = 0 and k = 2 together).
+    original, optimised = outputs(tmp_path, """#include <stdio.h>
+long A[24][24][24];
+long B[96];
+void kern(int m) {
+#pragma scop
+  for (int i = 2; i < (m + 1) / 2; i++) {
+    for (int j = 2; j < 4; j++)
+      A[j + 1][2 * i][j] += A[j - 1][i + j][i + 1];
+    for (int k = 0; k <= 6; k++)
+      for (int j = 0; j < 2 * m; j++)
+        A[3][k + i + 1][j + 2] = i + A[k + 1][i + 1][m + 3];
+  }
+  for (int k = 2; k < 10; k++)
+    for (int i = k; i < k; i++)
+      B[k] += i;
+#pragma endscop
+}
+int main(void) {
+  for (int i = 0; i < 24; i++) for (int j = 0; j < 24; j++) for (int k = 0; k < 24; k++) A[i][j][k] = (i * 5 + j * 7 + k * 9) % 11;
+  for (int m = 0; m < 10; m++) kern(m);
+  long s = 0;
+  for (int i = 0; i < 24; i++) for (int j = 0; j < 24; j++) for (int k = 0; k < 24; k++) s += A[i][j][k] * ((i * 3 + j * 5 + k * 7) % 13 + 1);
+  printf("%ld\\n", s);
+  return 0;
+}
+""")
+    assert original == optimised
+
+
+def test_a_scalar_isl_cannot_take_the_exact_dataflow_of_is_not_expanded(tmp_path):
+    # isl's compute_flow with must sources fails on some strided domains ("affine expression involves some
+    # of the domain dimensions"): the scalar expansion asked it and stopped opt with an internal error.
+    original, optimised = outputs(tmp_path, """#include <stdio.h>
+#include <stddef.h>
+double A[64], s;
+void kern(int n) {
+#pragma scop
+  if (n > 2)
+    for (long k = n - 1; k >= 0; k -= 2)
+      for (long j = 0; j < 3 && j < n / 2; j++)
+        for (long l = k; l <= 10; l++)
+          s -= A[j];
+#pragma endscop
+}
+int main(void) {
+  for (int i = 0; i < 64; i++) A[i] = i % 7;
+  for (int n = 0; n < 8; n++) kern(n);
+  printf("%.17g\\n", s);
+  return 0;
+}
+""")
+    assert original == optimised

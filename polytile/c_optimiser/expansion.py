@@ -305,7 +305,14 @@ def expand_scalars(scop: Scop, scalars: Sequence[str], dead_after: Sequence[str]
         reads, writes = _scalar_maps(scop.reads, scalar), _scalar_maps(scop.must_writes, scalar)
         if reads.is_empty() or writes.is_empty():
             continue
-        info = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes).set_schedule(scop.schedule).compute_flow()
+        try:
+            info = isl.UnionAccessInfo.from_sink(reads).set_must_source(writes).set_schedule(scop.schedule).compute_flow()
+        except isl.Error:
+            # isl 0.2x fails inside compute_flow with must sources on some domains with strides ("affine
+            # expression involves some of the domain dimensions"; polytile.deps works around it the same
+            # way): without the exact dataflow the scalar is not expanded.
+            notes.append(f"{scalar} not expanded: isl could not compute its exact dataflow")
+            continue
         flows[scalar] = (maps_of(info.get_must_dependence()), info.get_may_no_source().domain())
         all_flow = all_flow.union(info.get_must_dependence())
     conflicts = _time_conflicts(scop, all_flow) if flows else []

@@ -102,7 +102,10 @@ def _marks_at(s: Schedule, group: Sequence[str], dim: int) -> List[Mark]:
     """The loop marks of loop ``dim`` of ``group``, innermost first (the order they wrap the band)."""
     found: Dict[str, Any] = {}
     for stmt, loop, kind, arg in s._marks_of(group):
-        if s.table[stmt].names[dim] == loop:
+        # A statement without instances runs no loop (Schedule.group gives it none to share), so its marks
+        # were checked against nothing: on a band it shares with others they would mark their loop
+        # unchecked (simd on S1's k loop, which carries a dependence, from an empty S2 placed beside it).
+        if s.table[stmt].names[dim] == loop and not s.table[stmt].empty:
             found[kind] = arg
     out: List[Mark] = []
     if REGTILE in found:
