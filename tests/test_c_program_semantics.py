@@ -533,3 +533,32 @@ int main(void) {
 }
 """)
     assert original == optimised
+
+
+@pytest.mark.parametrize("itype", ["unsigned", "int"])
+def test_a_wrapped_unsigned_bound_beside_another_bound_is_modelled_exactly(tmp_path, itype):
+    # j < N - 2 with N = 1 compares against UINT_MAX (always true): the loop runs to j < 10. Loop conditions
+    # were modelled with operands of one sign only (the wrapped case of a lone bound runs a signed
+    # iterator into overflow), which made this loop empty: a silent wrong result found by fuzzing.
+    original, optimised = outputs(tmp_path, f"""
+#include <stdio.h>
+#define N 1
+unsigned A[64][64];
+void kern(long m) {{
+  {itype} j, l;
+#pragma scop
+  for (l = 1; l <= 10; l++)
+    for (j = l; j < 10 && j < N - 2; j++)
+      A[l + 1][2 * j + 1] -= A[3][l] + m;
+#pragma endscop
+}}
+int main(void) {{
+  for (int a = 0; a < 64; a++) for (int b = 0; b < 64; b++) A[a][b] = (a * 5 + b * 7) % 11;
+  kern(2); kern(5);
+  unsigned long s = 0;
+  for (int a = 0; a < 64; a++) for (int b = 0; b < 64; b++) s = s * 3 + A[a][b];
+  printf("%lu\\n", s);
+  return 0;
+}}
+""")
+    assert original == optimised

@@ -448,6 +448,7 @@ def _type_names(typename: c_ast.Node) -> Optional[List[str]]:
 
 
 _CMP = ("<", "<=", ">", ">=", "==", "!=")
+COMPARISONS = _CMP
 
 
 def to_formula(node: c_ast.Node, resolve: Resolver) -> Formula:

@@ -233,7 +233,10 @@ class _Extractor(_LoopReader, _StatementReader, _AccessReader, _ScopBuilder):
         resolve = self.resolver(ctx)
         # A loop condition compared in an unsigned type (i < n - 1, unsigned n) whose two sides differ in
         # sign would run the loop until its signed iterator overflows (undefined): that case is not modelled.
-        resolve.unsigned_loop = what == "loop condition"
+        # (An unsigned iterator runs to its type's maximum instead, past the arrays it indexes.)  Only when the
+        # comparison is the whole condition: `j < 10 && j < N - 2` stops at 10 however N - 2 wraps.
+        resolve.unsigned_loop = (what == "loop condition" and isinstance(node, c_ast.BinaryOp)
+                                 and node.op in A.COMPARISONS)
         try:
             return A.to_formula(node, resolve)
         except A.NotAffine as e:
